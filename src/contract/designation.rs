@@ -268,7 +268,14 @@ pub fn snapshot_cluster_ingress_designation_request(
 fn read_request(value: &Value) -> Parsed<ClusterIngressDesignationRequest> {
     let record = Record::exact(
         value,
-        &["mutationId", "clusterId", "ingressServiceId", "currentRuntime", "expectedSpecRevision", "expectedDesignation"],
+        &[
+            "mutationId",
+            "clusterId",
+            "ingressServiceId",
+            "currentRuntime",
+            "expectedSpecRevision",
+            "expectedDesignation",
+        ],
     )?;
     let cluster_id = record.read("clusterId", id)?;
     Ok(ClusterIngressDesignationRequest {
@@ -277,8 +284,7 @@ fn read_request(value: &Value) -> Parsed<ClusterIngressDesignationRequest> {
         current_runtime: record.read("currentRuntime", |value| PalletRuntime::read(value, &cluster_id))?,
         cluster_id,
         expected_spec_revision: record.read("expectedSpecRevision", counter)?,
-        expected_designation: record
-            .read("expectedDesignation", |value| nullable(value, AuthorityReference::read))?,
+        expected_designation: record.read("expectedDesignation", |value| nullable(value, AuthorityReference::read))?,
     })
 }
 

@@ -214,8 +214,7 @@ pub fn canonical_without_digest(record: &Value) -> Result<String, NotCanonical> 
 }
 
 fn write_object(members: &Map<String, Value>, skip: Option<&str>, out: &mut String) -> Result<(), NotCanonical> {
-    let mut entries: Vec<(&String, &Value)> =
-        members.iter().filter(|(key, _)| Some(key.as_str()) != skip).collect();
+    let mut entries: Vec<(&String, &Value)> = members.iter().filter(|(key, _)| Some(key.as_str()) != skip).collect();
     // Sorted here rather than trusting the map's iteration order, which is UTF-8 byte order by
     // default and insertion order when a dependency enables serde_json's `preserve_order`.
     entries.sort_unstable_by(|left, right| compare_keys(left.0, right.0));

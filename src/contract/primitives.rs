@@ -294,7 +294,9 @@ mod tests {
         assert!(is_node_id("node-7") && !is_node_id("Node_7") && !is_node_id("-") && !is_node_id("a-"));
         assert!(is_node_id(&"a".repeat(63)) && !is_node_id(&"a".repeat(64)));
         assert!(Ipv4::parse("10.0.0.1").is_some() && Ipv4::parse("010.0.0.1").is_none());
-        assert!(Ipv4::parse("1.2.3").is_none() && Ipv4::parse("1.2.3.4.5").is_none() && Ipv4::parse("256.1.1.1").is_none());
+        assert!(
+            Ipv4::parse("1.2.3").is_none() && Ipv4::parse("1.2.3.4.5").is_none() && Ipv4::parse("256.1.1.1").is_none()
+        );
         assert!(Ipv4::parse("10.0.0.9") < Ipv4::parse("10.0.0.10"));
         assert!(Ipv4Prefix::parse("10.0.0.0/8").is_some() && Ipv4Prefix::parse("10.0.0.1/8").is_none());
         assert!(Ipv4Prefix::parse("0.0.0.0/0").is_some() && Ipv4Prefix::parse("10.0.0.0/33").is_none());

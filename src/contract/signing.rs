@@ -135,11 +135,8 @@ pub fn verify<T: DigestedRecord>(envelope: &Value, keys: &[PublishedKey]) -> Res
     let key_id = block.read("keyId", string).map_err(|_| SignatureError::EnvelopeSchema)?;
     block.read("algorithm", |value| literal(value, ALGORITHM)).map_err(|_| SignatureError::Algorithm)?;
     let value = block.read("value", string).map_err(|_| SignatureError::Encoding)?;
-    let signature_bytes: [u8; 64] = URL_SAFE_NO_PAD
-        .decode(value)
-        .ok()
-        .and_then(|bytes| bytes.try_into().ok())
-        .ok_or(SignatureError::Encoding)?;
+    let signature_bytes: [u8; 64] =
+        URL_SAFE_NO_PAD.decode(value).ok().and_then(|bytes| bytes.try_into().ok()).ok_or(SignatureError::Encoding)?;
     let payload = T::snapshot(envelope.get("payload").map_err(|_| SignatureError::EnvelopeSchema)?)
         .map_err(|_| SignatureError::PayloadSchema)?;
     if payload.compute_digest() != *payload.stated_digest() {

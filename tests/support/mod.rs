@@ -1,0 +1,28 @@
+//! Shared helpers of the integration tests.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// The project's copy of the golden vectors.
+pub fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("vectors")
+}
+
+/// Reads one vector file as JSON.
+pub fn load_vector(file: &str) -> Value {
+    let path = vectors_dir().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("parse {}: {error}", path.display()))
+}
+
+/// The entries of `file`'s list member `key`, as (name, entry) pairs.
+pub fn cases<'a>(vector: &'a Value, key: &str) -> Vec<(String, &'a Value)> {
+    vector[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("vector list {key} missing"))
+        .iter()
+        .enumerate()
+        .map(|(index, case)| (case["name"].as_str().map_or_else(|| format!("{key}[{index}]"), str::to_owned), case))
+        .collect()
+}
