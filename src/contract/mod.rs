@@ -8,6 +8,7 @@
 
 pub mod assignment;
 pub mod designation;
+pub mod inventory;
 pub mod json;
 pub mod kind;
 pub mod network;
