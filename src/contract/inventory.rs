@@ -5,6 +5,7 @@
 //! Each `parse_*` answers the typed record or every violation, one per failing field, so an
 //! administrator's `request-invalid` names each failure without echoing a value.
 
+use super::assignment::{is_environment_name, is_environment_value, is_workload_image};
 use super::designation::{ClusterRuntimeReference, RuntimePhase};
 use super::primitives::{Id, Ipv4, NodeId, Protocol};
 use super::reader::{self, Invalid, Parsed, Record, strictly_ascending};
@@ -344,14 +345,6 @@ pub const MAXIMUM_ENVIRONMENT: usize = 256;
 /// Most volumes of a spec.
 pub const MAXIMUM_VOLUMES: usize = 64;
 
-fn environment_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 256
-        && (bytes[0].is_ascii_uppercase() || bytes[0] == b'_')
-        && bytes.iter().all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || *byte == b'_')
-}
-
 /// Reads `putServiceRuntimeSpec`'s `spec` (no `revision`), naming every violation. The names of
 /// `clusterIngressEnvironmentNames` are reserved: a spec setting one is refused.
 pub fn parse_service_spec_body(value: &Value) -> Result<ServiceSpecBody, Vec<String>> {
@@ -369,7 +362,11 @@ fn read_spec_body(record: &Record<'_>, path: &'static str) -> Result<ServiceSpec
     let cluster_id = violations.field(record, "clusterId", "must be an Id", reader::id);
     let service_id = violations.field(record, "serviceId", "must be an Id", reader::id);
     let organization_id = violations.field(record, "organizationId", "must be an Id", reader::id);
-    let image = violations.field(record, "image", "must be 1 to 512 characters", |value| bounded_text(value, 1, 512));
+    let image = violations.field(record, "image", "must be 1 to 512 characters", |value| {
+        let image = reader::string(value)?;
+        reader::require(is_workload_image(image))?;
+        Ok(image.to_owned())
+    });
     let replicas = violations.field(record, "replicas", "must be an integer from 1 to 1024", |value| {
         reader::counter_in(value, 1, MAXIMUM_REPLICAS)
     });
@@ -397,9 +394,9 @@ fn read_spec_body(record: &Record<'_>, path: &'static str) -> Result<ServiceSpec
             let entries = reader::list(value, MAXIMUM_ENVIRONMENT, |value| {
                 let entry = Record::exact(value, &["name", "value"])?;
                 let name = entry.read("name", reader::string)?;
-                reader::require(environment_name(name))?;
+                reader::require(is_environment_name(name))?;
                 let text = entry.read("value", reader::string)?;
-                reader::require(text.len() <= 32 * 1024)?;
+                reader::require(is_environment_value(text))?;
                 Ok(EnvironmentEntry { name: name.to_owned(), value: text.to_owned() })
             })?;
             strictly_ascending(&entries, |left, right| left.name.as_bytes().cmp(right.name.as_bytes()))?;
@@ -556,6 +553,8 @@ mod tests {
         bad["relayOrigin"] = json!("https://relay.example.net/");
         assert_eq!(parse_cluster(&bad).unwrap_err().len(), 2);
         let node = json!({ "id": "node-1", "runtimeNamespace": "ns", "hostAddresses": ["10.0.0.9", "10.0.0.10"] });
-        assert_eq!(parse_node(&node).unwrap_err().len(), 1);
+        assert!(parse_node(&node).is_ok(), "addresses sort numerically");
+        let unsorted = json!({ "id": "node-1", "runtimeNamespace": "ns", "hostAddresses": ["10.0.0.10", "10.0.0.9"] });
+        assert_eq!(parse_node(&unsorted).unwrap_err().len(), 1);
     }
 }
