@@ -1,1 +1,6 @@
-fn main() {}
+//! The `cloudly` binary: see `cloudly --help`.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    cloudly::cli::run()
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every check and every test of the project: formatting, clippy with -D warnings, and the
+# whole test suite against a real PostgreSQL and the embedded SQLite.
+#
+# PostgreSQL: the server at CLOUDLY_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/postgres;
+# DATABASE_URL is honoured too) is started when it is down and local, a throwaway database is created
+# for this run and dropped at the end. Tests receive its URL as CLOUDLY_TEST_DATABASE_URL and fail
+# (never skip) when it does not answer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+admin_url="${CLOUDLY_TEST_PG_URL:-${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}}"
+
+pg_up() { psql "$admin_url" -Atqc 'select 1' >/dev/null 2>&1; }
+
+if ! pg_up; then
+  if ls /etc/postgresql >/dev/null 2>&1; then
+    echo "test.sh: PostgreSQL does not answer; starting the local cluster"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  fi
+  for _ in $(seq 1 30); do pg_up && break; sleep 1; done
+fi
+if ! pg_up; then
+  echo "test.sh: PostgreSQL at ${admin_url%%@*}@… does not answer; the Postgres tests cannot run" >&2
+  exit 1
+fi
+
+database="cloudly_test_$(date +%s)_$$"
+psql "$admin_url" -Atqc "create database ${database}" >/dev/null
+cleanup() { psql "$admin_url" -Atqc "drop database if exists ${database} with (force)" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# The same server, this run's database.
+export CLOUDLY_TEST_DATABASE_URL="${admin_url%/*}/${database}"
+export CLOUDLY_TEST_PG_ADMIN_URL="$admin_url"
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --all-targets --locked
+# Doc tests are not part of --all-targets.
+cargo test --doc --locked

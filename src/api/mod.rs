@@ -1,0 +1,232 @@
+//! HTTP: the TypedRequest endpoint, health, readiness and metrics.
+//!
+//! **Architecture invariant: only this module knows HTTP.** `router(state)` is split from `main`
+//! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
+
+pub mod error;
+pub mod methods;
+
+use crate::domain::Controller;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use error::ApiError;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::{Map, Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Limits of the HTTP surface (`02-wire.md`, "Limits").
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest accepted request body, bytes.
+    pub body_bytes: usize,
+    /// Requests handled at once; more are answered 503 with `Retry-After`.
+    pub concurrent_requests: usize,
+    /// Longest a request may take before it is answered `store-unavailable`.
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { body_bytes: 1024 * 1024, concurrent_requests: 256, request_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    /// The decisions.
+    pub controller: Arc<Controller>,
+    /// The limits.
+    pub limits: Limits,
+    /// Admission to the handlers.
+    permits: Arc<Semaphore>,
+    /// False while starting and once draining after a stop signal.
+    pub accepting: Arc<AtomicBool>,
+    metrics: PrometheusHandle,
+}
+
+impl AppState {
+    /// State over `controller` with `limits`.
+    pub fn new(controller: Arc<Controller>, limits: Limits) -> Self {
+        AppState {
+            controller,
+            limits,
+            permits: Arc::new(Semaphore::new(limits.concurrent_requests)),
+            accepting: Arc::new(AtomicBool::new(true)),
+            metrics: metrics_handle(),
+        }
+    }
+}
+
+/// The process-wide Prometheus recorder, installed on first use.
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0])
+                .expect("bucket list is not empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (a host application); ours still renders.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// The application: every route, the body limit and the concurrency limit.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/typedrequest", post(typed_request))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .layer(DefaultBodyLimit::max(state.limits.body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), shed_load))
+        .with_state(state)
+}
+
+/// Admits a request if a permit is free; otherwise answers 503 with `Retry-After` at once rather
+/// than queueing without end.
+async fn shed_load(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match state.permits.clone().try_acquire_owned() {
+        Ok(permit) => {
+            let response = next.run(request).await;
+            drop(permit);
+            response
+        }
+        Err(_) => {
+            metrics::counter!("cloudly_requests_shed_total").increment(1);
+            let mut response = (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(json!({ "error": { "text": "overloaded", "data": { "code": "overloaded", "retryAfterMs": 1000 } } })),
+            )
+                .into_response();
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
+    }
+}
+
+async fn healthz() -> impl IntoResponse {
+    axum::Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if !state.accepting.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "draining" })))
+            .into_response();
+    }
+    match state.controller.store.is_ready().await {
+        Ok(true) => axum::Json(json!({ "ready": true })).into_response(),
+        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "migrations-pending" })))
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "readiness: store does not answer");
+            metrics::counter!("cloudly_store_errors_total").increment(1);
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "store-unavailable" })))
+                .into_response()
+        }
+    }
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    let mut response = state.metrics.render().into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    response
+}
+
+fn malformed() -> Response {
+    metrics::counter!("cloudly_requests_total", "method" => "-", "outcome" => "malformed-envelope").increment(1);
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({ "error": { "text": "malformed typed request", "data": { "code": "malformed-envelope" } } })),
+    )
+        .into_response()
+}
+
+/// `POST /typedrequest`: one envelope in, one envelope out (`02-wire.md`).
+async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            metrics::counter!("cloudly_requests_total", "method" => "-", "outcome" => "body-too-large").increment(1);
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(json!({ "error": { "text": "request body too large", "data": { "code": "body-too-large" } } })),
+            )
+                .into_response();
+        }
+        Err(_) => return malformed(),
+    };
+    let Ok(Value::Object(envelope)) = serde_json::from_slice::<Value>(&body) else {
+        return malformed();
+    };
+    let Some(method) = envelope.get("method").and_then(Value::as_str) else {
+        return malformed();
+    };
+    let Some(request) = envelope.get("request") else {
+        return malformed();
+    };
+    // Metric labels are bounded: an unknown method is counted as "unknown".
+    let method_label = if methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
+    let started = Instant::now();
+    let outcome =
+        match tokio::time::timeout(state.limits.request_timeout, methods::call(&state.controller, method, request)).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                tracing::warn!(method = %method_label, "request timed out");
+                Err(ApiError::from(crate::domain::DomainError::StoreUnavailable))
+            }
+        };
+    let code = match &outcome {
+        Ok(_) => "ok".to_owned(),
+        Err(error) => error.code().to_owned(),
+    };
+    if code == "store-unavailable" {
+        metrics::counter!("cloudly_store_errors_total").increment(1);
+    }
+    metrics::counter!("cloudly_requests_total", "method" => method_label.clone(), "outcome" => code.clone()).increment(1);
+    metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label.clone())
+        .record(started.elapsed().as_secs_f64());
+    tracing::info!(method = %method_label, outcome = %code, elapsed_ms = started.elapsed().as_millis() as u64, "typed request");
+    axum::Json(answer_envelope(method, &envelope, outcome)).into_response()
+}
+
+/// The answer envelope: the method, the correlation with `phase: "response"`, and either the
+/// response or the error. The request is not echoed: it may carry an identity token, and no
+/// answer carries a token. Unknown envelope keys are not echoed either.
+pub fn answer_envelope(method: &str, envelope: &Map<String, Value>, outcome: Result<Value, ApiError>) -> Value {
+    let mut correlation = match envelope.get("correlation") {
+        Some(Value::Object(correlation)) => correlation.clone(),
+        _ => Map::new(),
+    };
+    correlation.insert("phase".to_owned(), Value::String("response".to_owned()));
+    match outcome {
+        Ok(response) => json!({
+            "method": method,
+            "request": null,
+            "response": response,
+            "correlation": correlation,
+        }),
+        Err(error) => json!({
+            "method": method,
+            "request": null,
+            "response": null,
+            "error": { "text": error.text, "data": error.data },
+            "correlation": correlation,
+        }),
+    }
+}

@@ -1,0 +1,203 @@
+//! `cloudly contract …`: lets operators and other implementations check records against this
+//! contract layer.
+//!
+//! Exit codes are an interface: 0 = valid / verified / admitted, 1 = the record is invalid (every
+//! violation printed, one per line), 2 = the command could not judge (unreadable file, text that
+//! is not JSON at all, unknown kind, a kind without that operation, a malformed key).
+
+use crate::contract::json::{TextError, parse_plain_text, parse_record_text};
+use crate::contract::{DigestedRecord, RecordKind, Rejected, Sha256Digest};
+use crate::contract::{assignment, designation, network, registration, service_status, signing, storage_claim};
+use clap::Subcommand;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum ContractCommand {
+    /// Print the digest (`sha256:…`) of a digested record.
+    Digest {
+        /// The record kind, e.g. `cluster-ingress-designation`.
+        #[arg(long)]
+        kind: String,
+        /// The record's JSON file.
+        file: PathBuf,
+    },
+    /// Print every violation of a record; exit 1 when there is one.
+    Validate {
+        /// The record kind, e.g. `runtime-local-storage-claim`.
+        #[arg(long)]
+        kind: String,
+        /// The record's JSON file.
+        file: PathBuf,
+    },
+    /// Verify an `ISigned<T>` envelope of the kind against one public key.
+    Verify {
+        /// The payload's record kind (fixes the domain and the schema).
+        #[arg(long)]
+        kind: String,
+        /// Unpadded base64url of the raw 32-byte Ed25519 public key.
+        #[arg(long = "public-key")]
+        public_key: String,
+        /// The signed envelope's JSON file.
+        file: PathBuf,
+    },
+    /// Run `admitRuntimeNetworkProjection(previous, next, applied)`.
+    AdmitProjection {
+        /// The projection to admit.
+        #[arg(long)]
+        next: PathBuf,
+        /// The node's previous projection.
+        #[arg(long)]
+        previous: Option<PathBuf>,
+        /// The reference of the node's joined application of the previous projection.
+        #[arg(long)]
+        applied: Option<PathBuf>,
+    },
+}
+
+/// A failure that ends the command: an invalid record (exit 1) or no judgement possible (exit 2).
+enum Failure {
+    Invalid(Vec<String>),
+    Unjudgeable(String),
+}
+
+pub fn run(command: ContractCommand) -> ExitCode {
+    let outcome = match command {
+        ContractCommand::Digest { kind, file } => digest(&kind, &file),
+        ContractCommand::Validate { kind, file } => validate(&kind, &file),
+        ContractCommand::Verify { kind, public_key, file } => verify(&kind, &public_key, &file),
+        ContractCommand::AdmitProjection { next, previous, applied } => {
+            admit_projection(&next, previous.as_deref(), applied.as_deref())
+        }
+    };
+    match outcome {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Invalid(violations)) => {
+            for violation in violations {
+                println!("{violation}");
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::Unjudgeable(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn kind_named(name: &str) -> Result<RecordKind, Failure> {
+    RecordKind::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = RecordKind::ALL.iter().map(|kind| kind.name()).collect();
+        Failure::Unjudgeable(format!("unknown kind {name:?}; known kinds: {}", known.join(", ")))
+    })
+}
+
+/// Reads a record file under the text rules of its kind: digested records (and the designation
+/// request) under the raw-text rules, plain data keeping its numbers for the validator to name.
+fn read_record(path: &Path, kind: RecordKind) -> Result<Value, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Unjudgeable(format!("cannot read {}: {error}", path.display())))?;
+    let parsed = if kind.is_raw_text_record() { parse_record_text(&text) } else { parse_plain_text(&text) };
+    parsed.map_err(|error| match error {
+        TextError::NotJson(detail) => Failure::Unjudgeable(format!("{} is not JSON: {detail}", path.display())),
+        rule => Failure::Invalid(vec![format!("{} {rule}", kind.label())]),
+    })
+}
+
+fn digest_as<T: DigestedRecord>(value: &Value) -> Result<Sha256Digest, Rejected> {
+    Ok(T::snapshot(value)?.compute_digest())
+}
+
+fn digest(kind_name: &str, path: &Path) -> Result<String, Failure> {
+    let kind = kind_named(kind_name)?;
+    let digest_of: fn(&Value) -> Result<Sha256Digest, Rejected> = match kind {
+        RecordKind::ClusterIngressDesignation => digest_as::<designation::ClusterIngressDesignation>,
+        RecordKind::RuntimeLocalStorageClaim => digest_as::<storage_claim::RuntimeLocalStorageClaim>,
+        RecordKind::RuntimeNetworkProjection => digest_as::<network::projection::RuntimeNetworkProjection>,
+        RecordKind::RuntimeNetworkLease => digest_as::<network::lease::RuntimeNetworkLease>,
+        RecordKind::RuntimeNetworkAddressPlan => digest_as::<network::address_plan::RuntimeNetworkAddressPlan>,
+        RecordKind::RuntimeNetworkProtectedAuthority => {
+            digest_as::<network::authority::RuntimeNetworkProtectedAuthority>
+        }
+        RecordKind::RuntimeAssignment => digest_as::<assignment::RuntimeAssignment>,
+        other => return Err(Failure::Unjudgeable(format!("kind {} has no digest", other.name()))),
+    };
+    let value = read_record(path, kind)?;
+    digest_of(&value).map(|digest| digest.as_str().to_owned()).map_err(|rejected| Failure::Invalid(vec![rejected.to_string()]))
+}
+
+fn validate(kind_name: &str, path: &Path) -> Result<String, Failure> {
+    let kind = kind_named(kind_name)?;
+    let value = read_record(path, kind)?;
+    let violations = match kind {
+        RecordKind::ClusterIngressDesignation => designation::validate_cluster_ingress_designation(&value),
+        RecordKind::ClusterIngressDesignationRequest => {
+            designation::validate_cluster_ingress_designation_request(&value)
+        }
+        RecordKind::RuntimeLocalStorageClaim => storage_claim::validate_runtime_local_storage_claim(&value),
+        RecordKind::RuntimeNetworkProjection => {
+            network::projection::validate_runtime_network_projection_violations(&value)
+        }
+        RecordKind::RuntimeNetworkLease => network::lease::validate_runtime_network_lease(&value),
+        RecordKind::RuntimeNetworkAddressPlan => network::address_plan::validate_runtime_network_address_plan(&value),
+        RecordKind::RuntimeNetworkProtectedAuthority => {
+            network::authority::validate_runtime_network_protected_authority(&value)
+        }
+        RecordKind::RuntimeAssignment => assignment::validate_runtime_assignment(&value),
+        RecordKind::ClusterIngressRegistration => registration::validate_cluster_ingress_registration(&value),
+        RecordKind::ClusterIngressRegistrationRefusal => {
+            registration::validate_cluster_ingress_registration_refusal(&value, registration::CLUSTER_INGRESS_REGISTRATION_REFUSAL_PATH)
+        }
+        RecordKind::ClusterIngressRouteTableChange => {
+            registration::validate_cluster_ingress_route_table_change(&value, registration::CLUSTER_INGRESS_ROUTE_TABLE_CHANGE_PATH)
+        }
+        RecordKind::ServiceRuntimeStatus => service_status::validate_service_runtime_status(&value),
+    };
+    if violations.is_empty() { Ok("valid".to_owned()) } else { Err(Failure::Invalid(violations)) }
+}
+
+fn verify(kind_name: &str, public_key: &str, path: &Path) -> Result<String, Failure> {
+    let kind = kind_named(kind_name)?;
+    let key = signing::decode_public_key(public_key).ok_or_else(|| {
+        Failure::Unjudgeable("--public-key must be unpadded base64url of a 32-byte Ed25519 public key".to_owned())
+    })?;
+    let keys = [signing::PublishedKey::new(key)];
+    // The envelope is read under the raw-text rules: its payload is a digested record.
+    let envelope = read_record(path, RecordKind::RuntimeNetworkProjection)?;
+    let verified = match kind {
+        RecordKind::RuntimeNetworkProjection => {
+            signing::verify::<network::projection::RuntimeNetworkProjection>(&envelope, &keys).map(|_| ())
+        }
+        RecordKind::RuntimeLocalStorageClaim => {
+            signing::verify::<storage_claim::RuntimeLocalStorageClaim>(&envelope, &keys).map(|_| ())
+        }
+        RecordKind::RuntimeAssignment => signing::verify::<assignment::RuntimeAssignment>(&envelope, &keys).map(|_| ()),
+        other => return Err(Failure::Unjudgeable(format!("kind {} is not a signed record kind", other.name()))),
+    };
+    verified.map(|()| "verified".to_owned()).map_err(|error| Failure::Invalid(vec![error.to_string()]))
+}
+
+fn admit_projection(next: &Path, previous: Option<&Path>, applied: Option<&Path>) -> Result<String, Failure> {
+    let kind = RecordKind::RuntimeNetworkProjection;
+    let next = read_record(next, kind)?;
+    let previous = previous.map(|path| read_record(path, kind)).transpose()?;
+    let applied = applied
+        .map(|path| {
+            let value = read_record(path, kind)?;
+            crate::contract::reader::Record::exact(&value, &["id", "generation", "digest"])
+                .and_then(|_| crate::contract::AuthorityReference::read(&value))
+                .map_err(|_| Failure::Invalid(vec!["applied must be an IRuntimeAuthorityReference".to_owned()]))
+        })
+        .transpose()?;
+    let admission = network::projection::admit_runtime_network_projection(previous.as_ref(), &next, applied.as_ref())
+        .map_err(|rejected| Failure::Invalid(vec![rejected.to_string()]))?;
+    Ok(match admission.status {
+        network::projection::AdmissionStatus::Accepted => "accepted",
+        network::projection::AdmissionStatus::Replay => "replay",
+    }
+    .to_owned())
+}

@@ -1,0 +1,128 @@
+//! Configuration of `cloudly serve` and `cloudly migrate`, from flags and `CLOUDLY_*` variables.
+//! Defaults make a first run work with nothing set: SQLite under `./cloudly-data`, keys created
+//! there, a bootstrap administrator identity written beside them.
+
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where the controller keeps its state.
+#[derive(Debug, Clone, Args)]
+pub struct StoreConfig {
+    /// The data directory: keys, the bootstrap identity, and the default SQLite database.
+    #[arg(long, env = "CLOUDLY_DATA_DIR", default_value = "./cloudly-data")]
+    pub data_dir: PathBuf,
+    /// The database: `postgres://…` for PostgreSQL; default `sqlite://<data dir>/cloudly.db`.
+    #[arg(long, env = "CLOUDLY_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl StoreConfig {
+    /// The database URL in force.
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("cloudly.db").display()))
+    }
+}
+
+/// `cloudly serve` settings.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// The address to listen on.
+    #[arg(long, env = "CLOUDLY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Store settings.
+    #[command(flatten)]
+    pub store: StoreConfig,
+    /// Log format.
+    #[arg(long, env = "CLOUDLY_LOG_FORMAT", value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+    /// Largest accepted request body in bytes.
+    #[arg(long, env = "CLOUDLY_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
+    pub body_limit_bytes: usize,
+    /// Requests handled at once; more are answered 503 with Retry-After.
+    #[arg(long, env = "CLOUDLY_MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
+    pub max_concurrent_requests: usize,
+    /// Seconds a request may take before it is answered store-unavailable.
+    #[arg(long, env = "CLOUDLY_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub request_timeout_seconds: u64,
+    /// Seconds in-flight requests get to finish after SIGTERM/SIGINT.
+    #[arg(long, env = "CLOUDLY_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
+    pub shutdown_grace_seconds: u64,
+    /// Lifetime of the bootstrap administrator identity written on first start, in hours.
+    #[arg(long, env = "CLOUDLY_BOOTSTRAP_IDENTITY_TTL_HOURS", default_value_t = 24 * 90)]
+    pub bootstrap_identity_ttl_hours: u64,
+}
+
+impl ServeConfig {
+    /// The HTTP limits.
+    pub fn limits(&self) -> crate::api::Limits {
+        crate::api::Limits {
+            body_bytes: self.body_limit_bytes,
+            concurrent_requests: self.max_concurrent_requests.max(1),
+            request_timeout: Duration::from_secs(self.request_timeout_seconds.max(1)),
+        }
+    }
+
+    /// The configuration as JSON with secrets redacted (`cloudly config`).
+    pub fn redacted(&self) -> Value {
+        json!({
+            "listen": self.listen.to_string(),
+            "dataDir": self.store.data_dir.display().to_string(),
+            "databaseUrl": redact_url(&self.store.database_url()),
+            "logFormat": format!("{:?}", self.log_format).to_lowercase(),
+            "bodyLimitBytes": self.body_limit_bytes,
+            "maxConcurrentRequests": self.max_concurrent_requests,
+            "requestTimeoutSeconds": self.request_timeout_seconds,
+            "shutdownGraceSeconds": self.shutdown_grace_seconds,
+            "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
+            "keys": self.store.data_dir.join("keys").display().to_string(),
+        })
+    }
+}
+
+/// A database URL with any password (in the authority or the query) replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, "?***"),
+        None => (url, ""),
+    };
+    let redacted_base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |index| rest.split_at(index));
+            match authority.rsplit_once('@') {
+                Some((credentials, host)) if credentials.contains(':') => {
+                    let user = credentials.split(':').next().unwrap_or("");
+                    format!("{scheme}://{user}:***@{host}{path}")
+                }
+                _ => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    format!("{redacted_base}{query}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_survive_redaction() {
+        assert_eq!(redact_url("postgres://cloudly:hunter2@db:5432/cloudly"), "postgres://cloudly:***@db:5432/cloudly");
+        assert_eq!(redact_url("postgres://u:p@h/d?password=x"), "postgres://u:***@h/d?***");
+        assert_eq!(redact_url("postgres://postgres@127.0.0.1:5432/x"), "postgres://postgres@127.0.0.1:5432/x");
+        assert_eq!(redact_url("sqlite://./cloudly-data/cloudly.db"), "sqlite://./cloudly-data/cloudly.db");
+        assert_eq!(redact_url("postgres://h/d?password=x"), "postgres://h/d?***");
+    }
+}

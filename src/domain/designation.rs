@@ -1,0 +1,262 @@
+//! `designateClusterIngress`, `getClusterIngressDesignation`, `listClusterIngressDesignations`
+//! (`03-designation.md`).
+//!
+//! The judgement order is the spec's: identity, request shape, replay, then — inside the store's
+//! transaction, under the cluster's lock — cluster, runtime, designation kind, service, spec
+//! revision, expected designation, and the write. The compare-and-swap is that transaction's
+//! commit.
+
+use super::identity::Access;
+use super::secrets::{self, Bearer};
+use super::{Controller, DomainError, id_member, request_members};
+use crate::contract::designation::{
+    ClusterIngressDesignation, ClusterIngressDesignationRequest, CredentialReference, SecretVersionReference,
+    snapshot_cluster_ingress_designation_request,
+};
+use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::json::canonical;
+use crate::contract::{DigestedRecord, Id, Sha256Digest};
+use crate::store::{DesignationCommit, DesignationFacts, DesignationRefusal, DesignationWrite, MissingKind};
+use serde_json::{Map, Value};
+
+/// The prefix of managed ingress bearers (`szci_` + 43 base64url characters = 256 random bits).
+pub const INGRESS_BEARER_PREFIX: &str = "szci_";
+
+/// The answer of `designateClusterIngress`.
+#[derive(Debug, Clone)]
+pub struct DesignationAnswer {
+    /// The accepted (or replayed) designation.
+    pub designation: ClusterIngressDesignation,
+    /// The ingress service's spec at `preparedSpecRevision`.
+    pub spec: ServiceRuntimeSpec,
+    /// True when this answers an earlier request with the same mutation id.
+    pub replayed: bool,
+}
+
+/// One page of the designation chain.
+#[derive(Debug, Clone)]
+pub struct DesignationPage {
+    /// Oldest first.
+    pub designations: Vec<ClusterIngressDesignation>,
+    /// The generation to ask for next, or `None` at the end.
+    pub next_generation: Option<u64>,
+}
+
+fn fresh_id(prefix: &str) -> Id {
+    Id::parse(&format!("{prefix}-{}", uuid::Uuid::new_v4().simple())).expect("a uuid id is an Id")
+}
+
+impl Controller {
+    /// `designateClusterIngress`: `{ identity, designation }` → `{ designation, spec, replayed }`.
+    pub async fn designate_cluster_ingress(&self, request: &Map<String, Value>) -> Result<DesignationAnswer, DomainError> {
+        let caller = self.authorize(request, Access::Designate)?;
+        request_members(request, &["designation"], &[])?;
+        let designation_request = snapshot_cluster_ingress_designation_request(&request["designation"])
+            .map_err(|rejected| DomainError::RequestInvalid(vec![rejected.to_string()]))?;
+        let request_canonical =
+            canonical(&serde_json::to_value(&designation_request).expect("requests serialize")).expect("requests are canonical");
+
+        // A racing request with the same mutation id may commit between our replay read and our
+        // transaction; the store then answers `MutationExists` and the second pass replays it.
+        for _ in 0..2 {
+            if let Some(recorded) = self
+                .store
+                .find_designation_mutation(&designation_request.cluster_id, &designation_request.mutation_id)
+                .await?
+            {
+                return if recorded.request_canonical == request_canonical {
+                    Ok(DesignationAnswer { designation: recorded.designation, spec: recorded.spec, replayed: true })
+                } else {
+                    Err(DomainError::MutationConflict)
+                };
+            }
+
+            let bearer = Bearer::generate(INGRESS_BEARER_PREFIX).map_err(|_| DomainError::Internal)?;
+            let fresh = FreshIdentity {
+                designation_id: fresh_id("designation"),
+                credential_id: fresh_id("cred"),
+                secret_id: fresh_id("secret"),
+                secret_version_id: fresh_id("sv"),
+            };
+            let nonce = secrets::fresh_nonce().map_err(|_| DomainError::Internal)?;
+            let accepted_at = self.clock.now_ms();
+            let secret_key = self.keys.secret_key();
+            let judge = |facts: &DesignationFacts| {
+                judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(|designation| {
+                    let secret_version = &designation.credential.secret_version;
+                    let secret = secrets::seal_with_nonce(
+                        secret_key,
+                        &secret_version.secret_id,
+                        &secret_version.secret_version_id,
+                        &bearer,
+                        nonce,
+                    );
+                    DesignationWrite {
+                        designation,
+                        secret,
+                        mutation_id: designation_request.mutation_id.clone(),
+                        request_canonical: request_canonical.clone(),
+                    }
+                })
+            };
+            let commit = self
+                .store
+                .commit_designation(
+                    &designation_request.cluster_id,
+                    &designation_request.ingress_service_id,
+                    &designation_request.mutation_id,
+                    &judge,
+                )
+                .await?;
+            match commit {
+                DesignationCommit::Accepted { designation, spec } => {
+                    tracing::info!(
+                        cluster = %designation.cluster_id,
+                        service = %designation.ingress_service_id,
+                        generation = designation.generation,
+                        actor = %designation.actor_id,
+                        "cluster ingress designation accepted"
+                    );
+                    return Ok(DesignationAnswer { designation, spec, replayed: false });
+                }
+                DesignationCommit::Refused(refusal) => return Err(refusal_error(refusal)),
+                DesignationCommit::MutationExists => continue,
+            }
+        }
+        tracing::error!("designation mutation neither committed nor replayable after a retry");
+        Err(DomainError::Internal)
+    }
+
+    /// `getClusterIngressDesignation`: `{ identity, clusterId }` → `{ designation | null }`.
+    pub async fn get_cluster_ingress_designation(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<Option<ClusterIngressDesignation>, DomainError> {
+        self.authorize(request, Access::Read)?;
+        request_members(request, &["clusterId"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        Ok(self.store.current_designation(&cluster_id).await?)
+    }
+
+    /// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }` →
+    /// `{ designations, nextGeneration }`, oldest first.
+    pub async fn list_cluster_ingress_designations(&self, request: &Map<String, Value>) -> Result<DesignationPage, DomainError> {
+        self.authorize(request, Access::Read)?;
+        request_members(request, &["clusterId"], &["fromGeneration", "limit"])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let mut violations = Vec::new();
+        let from_generation = match request.get("fromGeneration") {
+            None => 1,
+            Some(value) => crate::contract::reader::generation(value).unwrap_or_else(|_| {
+                violations.push("request fromGeneration must be a generation (an integer ≥ 1)".to_owned());
+                1
+            }),
+        };
+        let limit = match request.get("limit") {
+            None => 100,
+            Some(value) => crate::contract::reader::counter_in(value, 1, 500).unwrap_or_else(|_| {
+                violations.push("request limit must be an integer from 1 to 500".to_owned());
+                1
+            }),
+        };
+        if !violations.is_empty() {
+            return Err(DomainError::RequestInvalid(violations));
+        }
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        // One more than asked tells whether a next page exists.
+        let mut designations = self.store.list_designations(&cluster_id, from_generation, limit as u32 + 1).await?;
+        let next_generation = if designations.len() > limit as usize {
+            designations.truncate(limit as usize);
+            designations.last().map(|last| last.generation + 1)
+        } else {
+            None
+        };
+        Ok(DesignationPage { designations, next_generation })
+    }
+}
+
+/// Ids drawn for a designation before the judgement; the judge uses those that apply.
+struct FreshIdentity {
+    designation_id: Id,
+    credential_id: Id,
+    secret_id: Id,
+    secret_version_id: Id,
+}
+
+/// Steps 4–10 of the judgement order, from the facts read under the cluster's lock.
+fn judge_designation(
+    facts: &DesignationFacts,
+    request: &ClusterIngressDesignationRequest,
+    fresh: &FreshIdentity,
+    actor_id: &Id,
+    accepted_at: u64,
+) -> Result<ClusterIngressDesignation, DesignationRefusal> {
+    let cluster = facts.cluster.as_ref().ok_or(DesignationRefusal::NotFound(MissingKind::Cluster))?;
+    let runtime = cluster.cluster.runtime_reference();
+    if runtime != request.current_runtime.as_reference() {
+        return Err(DesignationRefusal::RuntimeMismatch(runtime));
+    }
+    if cluster.cluster.fleet_cutover_ingress_designation.is_some() {
+        return Err(DesignationRefusal::KindConflict);
+    }
+    let spec = facts.service.as_ref().ok_or(DesignationRefusal::NotFound(MissingKind::Service))?;
+    if spec.revision != request.expected_spec_revision {
+        return Err(DesignationRefusal::SpecRevisionMismatch(spec.revision));
+    }
+    let current = facts.current.as_ref().map(ClusterIngressDesignation::reference);
+    if current != request.expected_designation {
+        return Err(DesignationRefusal::DesignationConflict(current));
+    }
+    let (id, generation, credential) = match &facts.current {
+        None => (
+            fresh.designation_id.clone(),
+            1,
+            CredentialReference {
+                credential_id: fresh.credential_id.clone(),
+                generation: 1,
+                secret_version: SecretVersionReference {
+                    secret_id: fresh.secret_id.clone(),
+                    secret_version_id: fresh.secret_version_id.clone(),
+                },
+            },
+        ),
+        Some(previous) => (
+            previous.id.clone(),
+            previous.generation + 1,
+            CredentialReference {
+                credential_id: previous.credential.credential_id.clone(),
+                generation: previous.credential.generation + 1,
+                secret_version: SecretVersionReference {
+                    secret_id: previous.credential.secret_version.secret_id.clone(),
+                    secret_version_id: fresh.secret_version_id.clone(),
+                },
+            },
+        ),
+    };
+    let mut designation = ClusterIngressDesignation {
+        id,
+        generation,
+        previous: current,
+        cluster_id: request.cluster_id.clone(),
+        runtime: request.current_runtime.clone(),
+        ingress_service_id: request.ingress_service_id.clone(),
+        prepared_spec_revision: request.expected_spec_revision,
+        credential,
+        actor_id: actor_id.clone(),
+        accepted_at,
+        digest: Sha256Digest::from_bytes(&[0; 32]),
+    };
+    designation.digest = designation.compute_digest();
+    Ok(designation)
+}
+
+fn refusal_error(refusal: DesignationRefusal) -> DomainError {
+    match refusal {
+        DesignationRefusal::NotFound(what) => DomainError::NotFound(what),
+        DesignationRefusal::RuntimeMismatch(current) => DomainError::RuntimeMismatch(current),
+        DesignationRefusal::KindConflict => DomainError::DesignationKindConflict,
+        DesignationRefusal::SpecRevisionMismatch(current) => DomainError::SpecRevisionMismatch(Some(current)),
+        DesignationRefusal::DesignationConflict(current) => DomainError::DesignationConflict(current),
+    }
+}

@@ -1,0 +1,158 @@
+//! The decisions: who may call what, the designation compare-and-swap, inventory writes.
+//!
+//! **Architecture invariant: the domain knows neither HTTP nor SQL.** It takes parsed JSON
+//! members from `api`, decides with the pure `contract`, and reads and writes through the
+//! [`Store`](crate::store::Store) trait. Every failure is a [`DomainError`], which `api` alone
+//! turns into an envelope's `error.data`.
+
+pub mod designation;
+pub mod identity;
+pub mod inventory;
+pub mod secrets;
+
+use crate::contract::designation::ClusterRuntimeReference;
+use crate::contract::{AuthorityReference, Id};
+use crate::keys::ControllerKeys;
+use crate::store::{MissingKind, SharedStore, StoreError};
+use identity::{Access, Caller, IdentityVerifier};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// The time source, in milliseconds since the Unix epoch. Tests pass a fixed or stepped clock.
+pub trait Clock: Send + Sync + 'static {
+    /// Now.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// Every refusal and failure of a domain operation. `api` maps each to its wire code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DomainError {
+    /// `identity-refused`.
+    #[error("identity refused")]
+    IdentityRefused,
+    /// `identity-forbidden`.
+    #[error("identity forbidden")]
+    IdentityForbidden,
+    /// `request-invalid` with every violation named.
+    #[error("request invalid")]
+    RequestInvalid(Vec<String>),
+    /// `not-found` with `what`.
+    #[error("{} not found", .0.what())]
+    NotFound(MissingKind),
+    /// `mutation-conflict`: the mutation id was used with other content.
+    #[error("mutation conflict")]
+    MutationConflict,
+    /// `runtime-mismatch` with the cluster's current runtime.
+    #[error("runtime mismatch")]
+    RuntimeMismatch(ClusterRuntimeReference),
+    /// `designation-kind-conflict`.
+    #[error("designation kind conflict")]
+    DesignationKindConflict,
+    /// `spec-revision-mismatch` with the current revision (`None`: the service does not exist).
+    #[error("spec revision mismatch")]
+    SpecRevisionMismatch(Option<u64>),
+    /// `revision-conflict` with the current revision of a cluster.
+    #[error("revision conflict")]
+    RevisionConflict(Option<u64>),
+    /// `designation-conflict` with the current reference.
+    #[error("designation conflict")]
+    DesignationConflict(Option<AuthorityReference>),
+    /// `store-unavailable`.
+    #[error("store unavailable")]
+    StoreUnavailable,
+    /// A failure of the controller itself (randomness, corrupt data); logged, answered as
+    /// `internal-error` without detail.
+    #[error("internal error")]
+    Internal,
+}
+
+impl From<StoreError> for DomainError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "store unavailable");
+                DomainError::StoreUnavailable
+            }
+            StoreError::Corrupt(detail) => {
+                tracing::error!(%detail, "stored data is corrupt");
+                DomainError::Internal
+            }
+        }
+    }
+}
+
+/// The controller: store, keys, identity verifier and clock, shared by every request.
+pub struct Controller {
+    /// The store.
+    pub store: SharedStore,
+    /// The controller's keys.
+    pub keys: Arc<ControllerKeys>,
+    /// Verifies administrator identities.
+    pub identities: IdentityVerifier,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Controller {
+    /// A controller over `store` with `keys`.
+    pub fn new(store: SharedStore, keys: Arc<ControllerKeys>, clock: Arc<dyn Clock>) -> Controller {
+        let identities = IdentityVerifier::new(&keys.identity.verifying_key());
+        Controller { store, keys, identities, clock }
+    }
+
+    /// Verifies `request.identity` and the role it needs.
+    pub fn authorize(&self, request: &Map<String, Value>, access: Access) -> Result<Caller, DomainError> {
+        let caller = self.identities.verify(request.get("identity"), self.clock.now_ms()).map_err(|refusal| {
+            tracing::info!(reason = %refusal, "identity refused");
+            DomainError::IdentityRefused
+        })?;
+        if caller.role.allows(access) { Ok(caller) } else { Err(DomainError::IdentityForbidden) }
+    }
+}
+
+/// A request object with exactly `required` keys plus any of `optional` (besides `identity`),
+/// or `request-invalid` naming the unknown and missing keys (never their values).
+pub fn request_members<'a>(
+    request: &'a Map<String, Value>,
+    required: &[&str],
+    optional: &[&str],
+) -> Result<&'a Map<String, Value>, DomainError> {
+    let mut violations = Vec::new();
+    for key in required {
+        if !request.contains_key(*key) {
+            violations.push(format!("request {key} is required"));
+        }
+    }
+    for key in request.keys() {
+        if key != "identity" && !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
+            violations.push(format!("request has an unknown member {key:?}", key = truncate(key)));
+        }
+    }
+    if violations.is_empty() { Ok(request) } else { Err(DomainError::RequestInvalid(violations)) }
+}
+
+fn truncate(key: &str) -> String {
+    key.chars().take(64).collect()
+}
+
+/// Reads an `Id` member or names it.
+pub fn id_member(request: &Map<String, Value>, key: &str) -> Result<Id, DomainError> {
+    request
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(Id::parse)
+        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be an Id")]))
+}

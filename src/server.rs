@@ -1,0 +1,160 @@
+//! Wiring of `cloudly serve`: keys, store, bootstrap identity, router, graceful shutdown.
+
+use crate::api::{self, AppState, Limits};
+use crate::config::{LogFormat, ServeConfig, StoreConfig};
+use crate::contract::Id;
+use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
+use crate::domain::{Clock, Controller, SystemClock};
+use crate::keys::{ControllerKeys, write_new_private_file};
+use crate::store::{self, SharedStore};
+use anyhow::Context as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Installs the `tracing` subscriber (human or JSON lines on stderr; `RUST_LOG` filters).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// Opens the data directory's keys and the store (applying migrations).
+pub async fn open_controller(config: &StoreConfig) -> anyhow::Result<(Arc<Controller>, bool)> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
+    let (keys, created) = ControllerKeys::load_or_create(&config.data_dir)?;
+    if created {
+        tracing::info!(keys = %config.data_dir.join("keys").display(), "controller keys created");
+    }
+    let store: SharedStore = store::open(&config.database_url()).await.context("open the store")?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    Ok((Arc::new(Controller::new(store, Arc::new(keys), clock)), created))
+}
+
+/// Writes `<data dir>/admin-identity.json` (mode 0600) unless it exists. Answers its path and
+/// whether it was written now.
+pub fn ensure_bootstrap_identity(
+    data_dir: &Path,
+    controller: &Controller,
+    ttl: Duration,
+) -> anyhow::Result<(PathBuf, bool)> {
+    let path = data_dir.join("admin-identity.json");
+    if path.exists() {
+        return Ok((path, false));
+    }
+    let subject = IdentitySubject {
+        name: "bootstrap administrator".to_owned(),
+        user_id: Id::parse("bootstrap-admin").expect("a valid id"),
+        identity_type: IdentityType::Human,
+        role: Role::Admin,
+    };
+    let identity = issue_identity(
+        &controller.keys.identity,
+        &subject,
+        controller.clock.now_ms(),
+        ttl.as_millis() as u64,
+        &uuid::Uuid::new_v4().to_string(),
+    )?;
+    let text = serde_json::to_string_pretty(&identity)? + "\n";
+    match write_new_private_file(&path, text.as_bytes()) {
+        Ok(()) => Ok((path, true)),
+        // Another process wrote it first: theirs stands.
+        Err(_) if path.exists() => Ok((path, false)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A running server: its address, its state, and the handle that stops it.
+pub struct RunningServer {
+    /// The bound address.
+    pub address: std::net::SocketAddr,
+    /// The shared state (for tests).
+    pub state: AppState,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets in-flight requests finish, and waits for the server to end.
+    pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
+
+/// Serves `controller` on `listener` until [`RunningServer::stop`] or a signal future resolves.
+pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits) -> anyhow::Result<RunningServer> {
+    let address = listener.local_addr()?;
+    let state = AppState::new(controller, limits);
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let accepting = state.accepting.clone();
+    let app = api::router(state.clone());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+                accepting.store(false, Ordering::SeqCst);
+            })
+            .await
+    });
+    Ok(RunningServer { address, state, stop, task })
+}
+
+/// `cloudly serve`: runs until SIGTERM or SIGINT, then drains.
+pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    init_tracing(config.log_format);
+    let (controller, _) = open_controller(&config.store).await?;
+    let (identity_path, written) = ensure_bootstrap_identity(
+        &config.store.data_dir,
+        &controller,
+        Duration::from_secs(config.bootstrap_identity_ttl_hours * 3600),
+    )?;
+    if written {
+        tracing::info!(path = %identity_path.display(), "bootstrap administrator identity written");
+    } else {
+        tracing::info!(path = %identity_path.display(), "bootstrap administrator identity exists");
+    }
+    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("listen on {}", config.listen))?;
+    let server = spawn(listener, controller, config.limits())?;
+    tracing::info!(
+        address = %server.address,
+        store = %crate::config::redact_url(&config.store.database_url()),
+        "cloudly serving"
+    );
+    shutdown_signal().await;
+    tracing::info!(grace_seconds = config.shutdown_grace_seconds, "stop signal: draining in-flight requests");
+    match tokio::time::timeout(Duration::from_secs(config.shutdown_grace_seconds), server.stop()).await {
+        Ok(result) => result?,
+        Err(_) => tracing::warn!("grace period over; exiting with requests still in flight"),
+    }
+    tracing::info!("cloudly stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,185 @@
+//! What both backends share: turning records into stored text and counters into SQL integers,
+//! reading rows back through the contract readers, checking what a designation judge decided,
+//! and the embedded migrations' bookkeeping. No SQL lives here.
+
+use super::{DesignationWrite, StoreError};
+use crate::contract::designation::{ClusterIngressDesignation, snapshot_cluster_ingress_designation};
+use crate::contract::inventory::{
+    ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization,
+    parse_service_spec_body,
+};
+use crate::contract::json::MAX_SAFE_INTEGER;
+use crate::contract::json::{canonical, parse_record_text};
+use crate::contract::{DigestedRecord, Id};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+/// One embedded migration: its version, description and SQL text.
+pub(crate) struct EmbeddedMigration {
+    /// The version (the file's number).
+    pub(crate) version: i64,
+    /// The description (the file's name after the number).
+    pub(crate) description: &'static str,
+    /// The SQL, embedded with `include_str!` so the binary works from any directory.
+    pub(crate) sql: &'static str,
+}
+
+/// The migrator of an embedded migration list. sqlx's `migrate!` needs the `macros` feature, so
+/// the files are embedded with `include_str!` and handed to [`Migrator::with_migrations`].
+pub(crate) fn migrator(migrations: &[EmbeddedMigration]) -> Migrator {
+    Migrator::with_migrations(migrations.iter().map(migration).collect())
+}
+
+fn migration(embedded: &EmbeddedMigration) -> Migration {
+    Migration::new(
+        embedded.version,
+        embedded.description.into(),
+        MigrationType::Simple,
+        embedded.sql.into_sql_str(),
+        false,
+    )
+}
+
+/// One row of sqlx's `_sqlx_migrations` bookkeeping table.
+pub(crate) struct AppliedMigration {
+    /// The applied version.
+    pub(crate) version: i64,
+    /// Whether it finished.
+    pub(crate) success: bool,
+    /// The checksum of the SQL that was applied.
+    pub(crate) checksum: Vec<u8>,
+}
+
+/// True when every embedded migration is applied, finished, and applied with the same SQL.
+pub(crate) fn all_applied(migrations: &[EmbeddedMigration], applied: &[AppliedMigration]) -> bool {
+    migrations.iter().map(migration).all(|expected| {
+        applied
+            .iter()
+            .any(|row| row.version == expected.version && row.success && row.checksum.as_slice() == &*expected.checksum)
+    })
+}
+
+/// A migration failure, without any connection detail.
+pub(crate) fn migrate_error(error: sqlx::migrate::MigrateError) -> StoreError {
+    StoreError::Unavailable(format!("migration failed: {error}"))
+}
+
+/// A counter as an SQL integer. Counters are at most 2^53 − 1; a larger one is refused.
+pub(crate) fn counter_to_sql(value: u64, what: &str) -> Result<i64, StoreError> {
+    if value > MAX_SAFE_INTEGER {
+        return Err(StoreError::Corrupt(format!("{what} {value} exceeds 2^53 - 1")));
+    }
+    i64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} {value} exceeds 2^53 - 1")))
+}
+
+/// An SQL integer read back as a counter.
+pub(crate) fn counter_from_sql(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value)
+        .ok()
+        .filter(|counter| *counter <= MAX_SAFE_INTEGER)
+        .ok_or_else(|| StoreError::Corrupt(format!("stored {what} {value} is not a counter")))
+}
+
+/// The canonical JSON text a record is stored as.
+pub(crate) fn record_text<T: Serialize>(record: &T, what: &str) -> Result<String, StoreError> {
+    let value = serde_json::to_value(record)
+        .map_err(|error| StoreError::Corrupt(format!("{what} does not serialize: {error}")))?;
+    canonical(&value).map_err(|_| StoreError::Corrupt(format!("{what} has no canonical form")))
+}
+
+fn read_json(text: &str, what: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|_| StoreError::Corrupt(format!("stored {what} is not JSON")))
+}
+
+fn not_readable(what: &str, violations: &[String]) -> StoreError {
+    StoreError::Corrupt(format!("stored {what} does not read back: {}", violations.join("; ")))
+}
+
+/// Reads a stored organization.
+pub(crate) fn read_organization(text: &str) -> Result<Organization, StoreError> {
+    parse_organization(&read_json(text, "organization")?)
+        .map_err(|violations| not_readable("organization", &violations))
+}
+
+/// Reads a stored cluster.
+pub(crate) fn read_cluster(text: &str) -> Result<ClusterSpec, StoreError> {
+    parse_cluster(&read_json(text, "cluster")?).map_err(|violations| not_readable("cluster", &violations))
+}
+
+/// Reads a stored node.
+pub(crate) fn read_node(text: &str) -> Result<NodeSpec, StoreError> {
+    parse_node(&read_json(text, "node")?).map_err(|violations| not_readable("node", &violations))
+}
+
+/// Reads a stored service spec body at its revision.
+pub(crate) fn read_service_spec(text: &str, revision: i64) -> Result<ServiceRuntimeSpec, StoreError> {
+    let body = parse_service_spec_body(&read_json(text, "service spec")?)
+        .map_err(|violations| not_readable("service spec", &violations))?;
+    Ok(ServiceRuntimeSpec { body, revision: counter_from_sql(revision, "service spec revision")? })
+}
+
+/// Reads a stored designation under the raw-text rules and checks its digest.
+pub(crate) fn read_designation(text: &str) -> Result<ClusterIngressDesignation, StoreError> {
+    let value = parse_record_text(text)
+        .map_err(|_| StoreError::Corrupt("stored ingress designation breaks the raw-text rules".into()))?;
+    let designation = snapshot_cluster_ingress_designation(&value)
+        .map_err(|_| StoreError::Corrupt("stored ingress designation does not read back".into()))?;
+    if designation.compute_digest() != designation.digest {
+        return Err(StoreError::Corrupt("stored ingress designation digest does not match".into()));
+    }
+    Ok(designation)
+}
+
+/// A stored 32-byte hash.
+pub(crate) fn hash_from_sql(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
+    <[u8; 32]>::try_from(bytes).map_err(|_| StoreError::Corrupt(format!("stored {what} is not 32 bytes")))
+}
+
+/// Checks that what the judge decided to write is the next generation of this cluster's chain
+/// for this service and mutation, with a true digest and the secret it names. The judge is the
+/// domain's; a write that breaks these rules is a programming error, refused before anything is
+/// written (reported as [`StoreError::Corrupt`], because storing it would corrupt the chain).
+pub(crate) fn check_designation_write(
+    cluster_id: &Id,
+    service_id: &Id,
+    mutation_id: &Id,
+    current: Option<&ClusterIngressDesignation>,
+    write: &DesignationWrite,
+) -> Result<(), StoreError> {
+    let designation = &write.designation;
+    let refuse = |rule: &str| Err(StoreError::Corrupt(format!("designation judge broke a store rule: {rule}")));
+    if write.mutation_id != *mutation_id {
+        return refuse("the write names another mutation id");
+    }
+    if designation.cluster_id != *cluster_id || designation.runtime.id != *cluster_id {
+        return refuse("the designation names another cluster");
+    }
+    if designation.ingress_service_id != *service_id {
+        return refuse("the designation names another service");
+    }
+    match current {
+        None if designation.generation != 1 || designation.previous.is_some() => {
+            return refuse("the first generation must be 1 with no previous");
+        }
+        Some(current)
+            if designation.generation != current.generation + 1
+                || designation.id != current.id
+                || designation.previous.as_ref() != Some(&current.reference()) =>
+        {
+            return refuse("the designation does not link the current generation");
+        }
+        _ => {}
+    }
+    let secret_version = &designation.credential.secret_version;
+    if secret_version.secret_id != write.secret.secret_id
+        || secret_version.secret_version_id != write.secret.secret_version_id
+    {
+        return refuse("the credential does not name the sealed secret version");
+    }
+    if designation.compute_digest() != designation.digest {
+        return refuse("the designation digest does not match");
+    }
+    Ok(())
+}

@@ -1,0 +1,933 @@
+//! The store conformance suite: every behaviour of the [`Store`] trait is one story, written once
+//! over a [`SharedStore`] and run on both backends — SQLite in a temporary file and PostgreSQL in
+//! a fresh database per test, created on the server named by `CLOUDLY_TEST_PG_ADMIN_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped at the end. A PostgreSQL
+//! test that cannot reach the server fails; it never skips.
+
+use cloudly::contract::designation::{
+    ClusterIngressDesignation, CredentialReference, PalletRuntime, RuntimePhase, SecretVersionReference,
+};
+use cloudly::contract::inventory::{
+    ClusterRuntime, ClusterSpec, NodeSpec, Organization, Placement, ServicePort, ServiceRuntimeSpec, ServiceSpecBody,
+};
+use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
+use cloudly::store::{
+    Backend, DesignationCommit, DesignationFacts, DesignationRefusal, DesignationWrite, MissingKind, PostgresStore,
+    PutOutcome, SealedSecret, SharedStore, SqliteStore, Store, StoreError, StoredCluster,
+};
+use sqlx::{AssertSqlSafe, Connection};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+// ---------------------------------------------------------------------------------------------
+// The harness: a fresh database per test, on either backend.
+
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+fn admin_url() -> String {
+    std::env::var("CLOUDLY_TEST_PG_ADMIN_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned())
+}
+
+/// `admin_url` with its database replaced by `database` (query parameters kept).
+fn url_with_database(admin_url: &str, database: &str) -> String {
+    let (base, query) = match admin_url.find('?') {
+        Some(at) => admin_url.split_at(at),
+        None => (admin_url, ""),
+    };
+    let authority_start = base.find("://").map_or(0, |at| at + 3);
+    let server = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    format!("{server}/{database}{query}")
+}
+
+async fn admin_connection() -> sqlx::PgConnection {
+    sqlx::PgConnection::connect(&admin_url()).await.unwrap_or_else(|error| {
+        panic!(
+            "PostgreSQL does not answer at CLOUDLY_TEST_PG_ADMIN_URL (default {DEFAULT_ADMIN_URL}): {error}; \
+             start it (pg_ctlcluster --skip-systemctl-redirect <version> main start) — the PostgreSQL store \
+             tests never skip"
+        )
+    })
+}
+
+/// One throwaway database.
+enum TestDatabase {
+    /// A SQLite file in the temporary directory.
+    Sqlite { path: PathBuf },
+    /// A database `name` created on the admin server.
+    Postgres { name: String },
+}
+
+impl TestDatabase {
+    fn sqlite() -> Self {
+        let path = std::env::temp_dir().join(format!("cloudly_store_{}.sqlite3", uuid::Uuid::new_v4().simple()));
+        TestDatabase::Sqlite { path }
+    }
+
+    async fn postgres() -> Self {
+        let name = format!("cloudly_store_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = admin_connection().await;
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|error| panic!("CREATE DATABASE {name}: {error}"));
+        admin.close().await.ok();
+        TestDatabase::Postgres { name }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            TestDatabase::Sqlite { path } => format!("sqlite://{}", path.display()),
+            TestDatabase::Postgres { name } => url_with_database(&admin_url(), name),
+        }
+    }
+
+    /// A new store (its own pool) on this database, not migrated.
+    async fn connect(&self) -> SharedStore {
+        let url = self.url();
+        match self {
+            TestDatabase::Sqlite { .. } => Arc::new(SqliteStore::connect(&url).await.expect("open the SQLite file")),
+            TestDatabase::Postgres { .. } => {
+                Arc::new(PostgresStore::connect(&url).await.expect("connect to the test database"))
+            }
+        }
+    }
+
+    /// Runs one raw statement beside the store (to damage a row on purpose).
+    async fn execute(&self, sql: &'static str) {
+        let url = self.url();
+        match self {
+            TestDatabase::Sqlite { .. } => {
+                let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                sqlx::query(sql).execute(&mut connection).await.unwrap();
+                connection.close().await.unwrap();
+            }
+            TestDatabase::Postgres { .. } => {
+                let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+                sqlx::query(sql).execute(&mut connection).await.unwrap();
+                connection.close().await.unwrap();
+            }
+        }
+    }
+
+    async fn remove(&self) {
+        match self {
+            TestDatabase::Sqlite { path } => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut file = path.clone().into_os_string();
+                    file.push(suffix);
+                    let _ = std::fs::remove_file(file);
+                }
+            }
+            TestDatabase::Postgres { name } => {
+                let mut admin = admin_connection().await;
+                sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap_or_else(|error| panic!("DROP DATABASE {name}: {error}"));
+                admin.close().await.ok();
+            }
+        }
+    }
+}
+
+/// What a story gets: a store that is not migrated yet, and its database.
+#[derive(Clone)]
+struct Context {
+    store: SharedStore,
+    database: Arc<TestDatabase>,
+}
+
+impl Context {
+    /// Migrates the story's store and answers it.
+    async fn migrated(&self) -> SharedStore {
+        self.store.migrate().await.expect("migrate");
+        self.store.clone()
+    }
+}
+
+/// Runs `story` on a fresh database and drops the database, also when the story fails.
+async fn run<Story, Fut>(database: TestDatabase, story: Story)
+where
+    Story: FnOnce(Context) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let database = Arc::new(database);
+    let store = database.connect().await;
+    let outcome = tokio::spawn(story(Context { store, database: database.clone() })).await;
+    database.remove().await;
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+/// Every story, as one test per backend: `sqlite::<story>` and `postgres::<story>`.
+macro_rules! conformance {
+    ($($story:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $story() {
+                    super::run(super::TestDatabase::sqlite(), super::$story).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $story() {
+                    super::run(super::TestDatabase::postgres().await, super::$story).await;
+                }
+            )+
+        }
+    };
+}
+
+conformance!(
+    migrations_apply_once_and_make_the_store_ready,
+    organizations_count_their_revisions,
+    clusters_are_written_by_compare_and_swap,
+    nodes_need_their_cluster_and_keep_the_bearer_hash,
+    service_specs_keep_every_revision,
+    deleted_services_continue_their_revisions,
+    accepted_designation_is_recorded_for_replay,
+    designation_chain_lists_oldest_first_in_pages,
+    refused_designation_writes_nothing,
+    pallet_and_fleet_cutover_designations_exclude_each_other,
+    racing_designations_accept_exactly_one,
+    racing_designations_across_two_stores_accept_exactly_one,
+    rows_that_do_not_read_back_are_corrupt,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Records.
+
+fn id(text: &str) -> Id {
+    Id::parse(text).unwrap_or_else(|| panic!("{text} is an Id"))
+}
+
+fn fresh_id(prefix: &str) -> Id {
+    id(&format!("{prefix}-{}", uuid::Uuid::new_v4().simple()))
+}
+
+fn node_id(text: &str) -> NodeId {
+    NodeId::parse(text).unwrap()
+}
+
+fn organization(organization_id: &str) -> Organization {
+    Organization { id: id(organization_id), name: format!("Organization {organization_id}") }
+}
+
+fn cluster(cluster_id: &str, organization_id: &str) -> ClusterSpec {
+    ClusterSpec {
+        id: id(cluster_id),
+        organization_id: id(organization_id),
+        runtime: ClusterRuntime { phase: RuntimePhase::Pallet, generation: 4 },
+        relay_origin: Some("https://relay.example.net".to_owned()),
+        fleet_cutover_ingress_designation: None,
+    }
+}
+
+fn node(node: &str, address: &str) -> NodeSpec {
+    NodeSpec { id: node_id(node), runtime_namespace: id("ns-1"), host_addresses: vec![Ipv4::parse(address).unwrap()] }
+}
+
+fn spec_body(cluster_id: &str, service_id: &str, image: &str) -> ServiceSpecBody {
+    ServiceSpecBody {
+        cluster_id: id(cluster_id),
+        service_id: id(service_id),
+        organization_id: id("org"),
+        image: image.to_owned(),
+        replicas: 2,
+        placement: Placement { node_ids: vec![node_id("node-1"), node_id("node-2")] },
+        ports: vec![ServicePort { protocol: Protocol::Tcp, port: 443 }],
+        environment: Vec::new(),
+        volumes: Vec::new(),
+    }
+}
+
+fn fleet_reference() -> AuthorityReference {
+    AuthorityReference { id: id("fleet-designation"), generation: 1, digest: Sha256Digest::from_bytes(&[0x11; 32]) }
+}
+
+/// An organization `org`, a Pallet cluster `c1` and an ingress service `ingress` at revision 1.
+async fn inventory(store: &SharedStore) {
+    store.put_organization(&organization("org")).await.unwrap();
+    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    written(store.put_service_spec(&spec_body("c1", "ingress", "ingress:1"), None).await.unwrap());
+}
+
+fn written<T: std::fmt::Debug>(outcome: PutOutcome<T>) -> T {
+    match outcome {
+        PutOutcome::Written(value) => value,
+        other => panic!("expected Written, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A designation judge as the domain decides (`03-designation.md`, steps 4 to 10).
+
+/// What the test administrator asks for.
+#[derive(Clone)]
+struct Proposal {
+    cluster_id: Id,
+    service_id: Id,
+    mutation_id: Id,
+    runtime_generation: u64,
+    expected_spec_revision: u64,
+    expected_designation: Option<AuthorityReference>,
+}
+
+impl Proposal {
+    fn new(expected_spec_revision: u64, expected_designation: Option<AuthorityReference>) -> Self {
+        Proposal {
+            cluster_id: id("c1"),
+            service_id: id("ingress"),
+            mutation_id: fresh_id("mutation"),
+            runtime_generation: 4,
+            expected_spec_revision,
+            expected_designation,
+        }
+    }
+
+    fn request_canonical(&self) -> String {
+        format!("{{\"mutationId\":\"{}\"}}", self.mutation_id)
+    }
+
+    /// The judgement, counting how often it ran.
+    fn judge(&self, facts: &DesignationFacts, calls: &AtomicUsize) -> Result<DesignationWrite, DesignationRefusal> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let Some(stored) = &facts.cluster else { return Err(DesignationRefusal::NotFound(MissingKind::Cluster)) };
+        let runtime = stored.cluster.runtime_reference();
+        if runtime.phase != RuntimePhase::Pallet || runtime.generation != self.runtime_generation {
+            return Err(DesignationRefusal::RuntimeMismatch(runtime));
+        }
+        if stored.cluster.fleet_cutover_ingress_designation.is_some() {
+            return Err(DesignationRefusal::KindConflict);
+        }
+        let Some(service) = &facts.service else { return Err(DesignationRefusal::NotFound(MissingKind::Service)) };
+        if service.revision != self.expected_spec_revision {
+            return Err(DesignationRefusal::SpecRevisionMismatch(service.revision));
+        }
+        let current = facts.current.as_ref().map(ClusterIngressDesignation::reference);
+        if current != self.expected_designation {
+            return Err(DesignationRefusal::DesignationConflict(current));
+        }
+        let previous = facts.current.as_ref();
+        let secret = SealedSecret {
+            secret_id: previous.map_or_else(|| fresh_id("secret"), |d| d.credential.secret_version.secret_id.clone()),
+            secret_version_id: fresh_id("sv"),
+            nonce: vec![7; 12],
+            ciphertext: vec![0xc1; 48],
+            value_hash: [0x5a; 32],
+        };
+        let generation = previous.map_or(1, |designation| designation.generation + 1);
+        let mut designation = ClusterIngressDesignation {
+            id: previous.map_or_else(|| fresh_id("designation"), |designation| designation.id.clone()),
+            generation,
+            previous: current,
+            cluster_id: self.cluster_id.clone(),
+            runtime: PalletRuntime { id: self.cluster_id.clone(), generation: self.runtime_generation },
+            ingress_service_id: self.service_id.clone(),
+            prepared_spec_revision: service.revision,
+            credential: CredentialReference {
+                credential_id: previous.map_or_else(|| fresh_id("cred"), |d| d.credential.credential_id.clone()),
+                generation,
+                secret_version: SecretVersionReference {
+                    secret_id: secret.secret_id.clone(),
+                    secret_version_id: secret.secret_version_id.clone(),
+                },
+            },
+            actor_id: id("user-27cd95a0"),
+            accepted_at: 1_765_237_028_238 + generation,
+            digest: Sha256Digest::from_bytes(&[0; 32]),
+        };
+        designation.digest = designation.compute_digest();
+        Ok(DesignationWrite {
+            designation,
+            secret,
+            mutation_id: self.mutation_id.clone(),
+            request_canonical: self.request_canonical(),
+        })
+    }
+
+    /// Commits this proposal on `store`.
+    async fn commit(&self, store: &dyn Store) -> DesignationCommit {
+        let calls = AtomicUsize::new(0);
+        let judge = |facts: &DesignationFacts| self.judge(facts, &calls);
+        let outcome =
+            store.commit_designation(&self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
+        if !matches!(outcome, DesignationCommit::MutationExists) {
+            assert_eq!(calls.load(Ordering::SeqCst), 1, "the judge runs once per commit");
+        }
+        outcome
+    }
+
+    /// Commits and expects acceptance.
+    async fn accept(&self, store: &dyn Store) -> (ClusterIngressDesignation, ServiceRuntimeSpec) {
+        match self.commit(store).await {
+            DesignationCommit::Accepted { designation, spec } => (designation, spec),
+            other => panic!("expected Accepted, got {other:?}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stories.
+
+async fn migrations_apply_once_and_make_the_store_ready(context: Context) {
+    let store = context.store.clone();
+    assert!(!store.is_ready().await.unwrap(), "an empty database is not ready");
+    // Two stores (two pools, as two processes would have) migrate an empty database at once.
+    let other = context.database.connect().await;
+    let (first, second) = tokio::join!(store.migrate(), other.migrate());
+    first.unwrap();
+    second.unwrap();
+    assert!(store.is_ready().await.unwrap());
+    assert!(other.is_ready().await.unwrap());
+    // Migrating again changes nothing and keeps the data.
+    store.put_organization(&organization("org")).await.unwrap();
+    store.migrate().await.unwrap();
+    other.migrate().await.unwrap();
+    assert!(store.is_ready().await.unwrap());
+    assert_eq!(store.get_organization(&id("org")).await.unwrap().unwrap().revision, 1);
+    let expected = match context.database.as_ref() {
+        TestDatabase::Sqlite { .. } => Backend::Sqlite,
+        TestDatabase::Postgres { .. } => Backend::Postgres,
+    };
+    assert_eq!(store.backend(), expected);
+}
+
+async fn organizations_count_their_revisions(context: Context) {
+    let store = context.migrated().await;
+    assert!(store.get_organization(&id("org")).await.unwrap().is_none());
+    let first = store.put_organization(&organization("org")).await.unwrap();
+    assert_eq!((first.organization.clone(), first.revision), (organization("org"), 1));
+    let renamed = Organization { id: id("org"), name: "Renamed".to_owned() };
+    assert_eq!(store.put_organization(&renamed).await.unwrap().revision, 2);
+    let stored = store.get_organization(&id("org")).await.unwrap().unwrap();
+    assert_eq!((stored.organization, stored.revision), (renamed, 2));
+}
+
+async fn clusters_are_written_by_compare_and_swap(context: Context) {
+    let store = context.migrated().await;
+    assert_eq!(
+        store.put_cluster(&cluster("c1", "org"), None).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Organization)
+    );
+    store.put_organization(&organization("org")).await.unwrap();
+    let created = written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    assert_eq!(created, StoredCluster { cluster: cluster("c1", "org"), revision: 1 });
+    assert_eq!(
+        store.put_cluster(&cluster("c1", "org"), None).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(1) },
+        "creating an existing cluster"
+    );
+    let mut moved = cluster("c1", "org");
+    moved.runtime = ClusterRuntime { phase: RuntimePhase::Cutover, generation: 5 };
+    moved.relay_origin = None;
+    assert_eq!(written(store.put_cluster(&moved, Some(1)).await.unwrap()).revision, 2);
+    assert_eq!(
+        store.put_cluster(&cluster("c1", "org"), Some(1)).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(2) },
+        "a stale revision"
+    );
+    assert_eq!(
+        store.put_cluster(&cluster("c2", "org"), Some(1)).await.unwrap(),
+        PutOutcome::RevisionConflict { current: None },
+        "replacing a cluster that does not exist"
+    );
+    let stored = store.get_cluster(&id("c1")).await.unwrap().unwrap();
+    assert_eq!((stored.cluster, stored.revision), (moved.clone(), 2));
+    assert!(store.get_cluster(&id("c2")).await.unwrap().is_none());
+
+    // Listing is sorted by id (byte order).
+    for cluster_id in ["b-cluster", "a-cluster", "C-cluster"] {
+        written(store.put_cluster(&cluster(cluster_id, "org"), None).await.unwrap());
+    }
+    let listed: Vec<String> =
+        store.list_clusters().await.unwrap().into_iter().map(|stored| stored.cluster.id.to_string()).collect();
+    assert_eq!(listed, ["C-cluster", "a-cluster", "b-cluster", "c1"]);
+
+    // Racing creations of one cluster: exactly one is written.
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.put_cluster(&cluster("raced", "org"), None).await.unwrap() })
+        })
+        .collect();
+    let mut created = 0;
+    for racer in racers {
+        match racer.await.unwrap() {
+            PutOutcome::Written(stored) => {
+                assert_eq!(stored.revision, 1);
+                created += 1;
+            }
+            other => assert_eq!(other, PutOutcome::RevisionConflict { current: Some(1) }),
+        }
+    }
+    assert_eq!(created, 1);
+}
+
+async fn nodes_need_their_cluster_and_keep_the_bearer_hash(context: Context) {
+    let store = context.migrated().await;
+    let cluster_id = id("c1");
+    assert_eq!(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Cluster)
+    );
+    inventory(&store).await;
+    match store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), None).await {
+        Err(StoreError::Corrupt(detail)) => assert!(detail.contains("bearer hash"), "{detail}"),
+        other => panic!("creating a node without a bearer hash: {other:?}"),
+    }
+    assert!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap().is_none());
+
+    let (created, was_created) =
+        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap());
+    assert!(was_created);
+    assert_eq!((created.revision, created.bearer_hash, created.cluster_id.clone()), (1, [1; 32], cluster_id.clone()));
+
+    // An update without a new hash keeps the old one.
+    let (updated, was_created) =
+        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), None).await.unwrap());
+    assert!(!was_created);
+    assert_eq!((updated.revision, updated.bearer_hash), (2, [1; 32]));
+    // A rotation replaces it.
+    let (rotated, _) = written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), Some([2; 32])).await.unwrap());
+    assert_eq!((rotated.revision, rotated.bearer_hash), (3, [2; 32]));
+    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap(), Some(rotated.clone()));
+
+    written(store.put_node(&cluster_id, &node("node-0", "10.0.0.8"), Some([3; 32])).await.unwrap());
+    let listed: Vec<String> =
+        store.list_nodes(&cluster_id).await.unwrap().into_iter().map(|stored| stored.node.id.to_string()).collect();
+    assert_eq!(listed, ["node-0", "node-1"]);
+    assert!(store.list_nodes(&id("elsewhere")).await.unwrap().is_empty());
+}
+
+async fn service_specs_keep_every_revision(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, service_id) = (id("c1"), id("web"));
+    assert_eq!(
+        store.put_service_spec(&spec_body("c1", "web", "web:1"), None).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Cluster)
+    );
+    inventory(&store).await;
+    let first = written(store.put_service_spec(&spec_body("c1", "web", "web:1"), None).await.unwrap());
+    assert_eq!(first, ServiceRuntimeSpec { body: spec_body("c1", "web", "web:1"), revision: 1 });
+    assert_eq!(
+        store.put_service_spec(&spec_body("c1", "web", "web:x"), None).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(1) },
+        "creating an existing service"
+    );
+    assert_eq!(written(store.put_service_spec(&spec_body("c1", "web", "web:2"), Some(1)).await.unwrap()).revision, 2);
+    assert_eq!(
+        store.put_service_spec(&spec_body("c1", "web", "web:x"), Some(1)).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(2) },
+        "a stale revision"
+    );
+    assert_eq!(
+        store.put_service_spec(&spec_body("c1", "nothing", "x:1"), Some(1)).await.unwrap(),
+        PutOutcome::RevisionConflict { current: None },
+        "replacing a service that does not exist"
+    );
+    assert_eq!(written(store.put_service_spec(&spec_body("c1", "web", "web:3"), Some(2)).await.unwrap()).revision, 3);
+
+    for (revision, image) in [(1, "web:1"), (2, "web:2"), (3, "web:3")] {
+        let spec = store.get_service_spec(&cluster_id, &service_id, Some(revision)).await.unwrap().unwrap();
+        assert_eq!(spec, ServiceRuntimeSpec { body: spec_body("c1", "web", image), revision });
+    }
+    let current = store.get_service_spec(&cluster_id, &service_id, None).await.unwrap().unwrap();
+    assert_eq!((current.revision, current.body.image.as_str()), (3, "web:3"));
+    assert!(store.get_service_spec(&cluster_id, &service_id, Some(4)).await.unwrap().is_none());
+    assert!(store.get_service_spec(&cluster_id, &id("nothing"), None).await.unwrap().is_none());
+
+    // Racing writers expecting the same revision: exactly one is written.
+    let racers: Vec<_> = (0..8)
+        .map(|racer| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store.put_service_spec(&spec_body("c1", "web", &format!("web:race-{racer}")), Some(3)).await.unwrap()
+            })
+        })
+        .collect();
+    let mut written_count = 0;
+    for racer in racers {
+        match racer.await.unwrap() {
+            PutOutcome::Written(spec) => {
+                assert_eq!(spec.revision, 4);
+                written_count += 1;
+            }
+            other => assert_eq!(other, PutOutcome::RevisionConflict { current: Some(4) }),
+        }
+    }
+    assert_eq!(written_count, 1);
+}
+
+async fn deleted_services_continue_their_revisions(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, service_id) = (id("c1"), id("web"));
+    assert_eq!(
+        store.delete_service(&cluster_id, &service_id, 1).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Cluster)
+    );
+    inventory(&store).await;
+    assert_eq!(
+        store.delete_service(&cluster_id, &service_id, 1).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Service)
+    );
+    written(store.put_service_spec(&spec_body("c1", "web", "web:1"), None).await.unwrap());
+    written(store.put_service_spec(&spec_body("c1", "web", "web:2"), Some(1)).await.unwrap());
+    assert_eq!(
+        store.delete_service(&cluster_id, &service_id, 1).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(2) },
+        "deleting at a stale revision"
+    );
+    assert_eq!(store.delete_service(&cluster_id, &service_id, 2).await.unwrap(), PutOutcome::Written(()));
+    assert!(store.get_service_spec(&cluster_id, &service_id, None).await.unwrap().is_none());
+    assert_eq!(
+        store.get_service_spec(&cluster_id, &service_id, Some(2)).await.unwrap().map(|spec| spec.body.image),
+        Some("web:2".to_owned()),
+        "the revisions of a deleted service stay readable"
+    );
+    assert_eq!(
+        store.delete_service(&cluster_id, &service_id, 2).await.unwrap(),
+        PutOutcome::Missing(MissingKind::Service),
+        "deleting twice"
+    );
+    assert_eq!(
+        store.put_service_spec(&spec_body("c1", "web", "web:x"), Some(2)).await.unwrap(),
+        PutOutcome::RevisionConflict { current: None },
+        "replacing a deleted service"
+    );
+    let recreated = written(store.put_service_spec(&spec_body("c1", "web", "web:3"), None).await.unwrap());
+    assert_eq!(recreated.revision, 3, "re-creating continues the numbering");
+    assert_eq!(store.get_service_spec(&cluster_id, &service_id, None).await.unwrap(), Some(recreated));
+}
+
+async fn accepted_designation_is_recorded_for_replay(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let cluster_id = id("c1");
+    let first = Proposal::new(1, None);
+    let (designation, spec) = first.accept(store.as_ref()).await;
+    assert_eq!((designation.generation, designation.previous.clone()), (1, None));
+    assert_eq!(spec, ServiceRuntimeSpec { body: spec_body("c1", "ingress", "ingress:1"), revision: 1 });
+    assert_eq!(store.current_designation(&cluster_id).await.unwrap(), Some(designation.clone()));
+
+    // The sealed secret version is stored as given.
+    let version = &designation.credential.secret_version;
+    let secret = store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().unwrap();
+    assert_eq!(
+        (secret.nonce.clone(), secret.ciphertext.clone(), secret.value_hash),
+        (vec![7; 12], vec![0xc1; 48], [0x5a; 32])
+    );
+    assert!(store.get_secret(&version.secret_id, &id("other")).await.unwrap().is_none());
+
+    // A second commit with the same mutation id is a replay: the judge is not asked.
+    assert!(matches!(first.commit(store.as_ref()).await, DesignationCommit::MutationExists));
+    let recorded = store.find_designation_mutation(&cluster_id, &first.mutation_id).await.unwrap().unwrap();
+    assert_eq!(
+        (recorded.request_canonical.clone(), recorded.designation.clone(), recorded.spec.clone()),
+        (first.request_canonical(), designation.clone(), spec.clone())
+    );
+    assert!(store.find_designation_mutation(&cluster_id, &id("unknown")).await.unwrap().is_none());
+    assert!(store.find_designation_mutation(&id("c2"), &first.mutation_id).await.unwrap().is_none());
+
+    // The spec moves on and a rotation supersedes the first generation.
+    written(store.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
+    let rotation = Proposal::new(2, Some(designation.reference()));
+    let (rotated, rotated_spec) = rotation.accept(store.as_ref()).await;
+    assert_eq!((rotated.generation, rotated.previous.clone()), (2, Some(designation.reference())));
+    assert_eq!((rotated_spec.revision, rotated_spec.body.image.as_str()), (2, "ingress:2"));
+    assert_eq!(store.current_designation(&cluster_id).await.unwrap(), Some(rotated.clone()));
+
+    // The first mutation still replays its own designation and the spec it was prepared against.
+    let replayed = store.find_designation_mutation(&cluster_id, &first.mutation_id).await.unwrap().unwrap();
+    assert_eq!((replayed.designation, replayed.spec), (designation, spec));
+    assert!(matches!(first.commit(store.as_ref()).await, DesignationCommit::MutationExists));
+}
+
+async fn designation_chain_lists_oldest_first_in_pages(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let cluster_id = id("c1");
+    assert!(store.list_designations(&cluster_id, 1, 500).await.unwrap().is_empty());
+    let mut chain: Vec<ClusterIngressDesignation> = Vec::new();
+    for _ in 0..5 {
+        let proposal = Proposal::new(1, chain.last().map(ClusterIngressDesignation::reference));
+        chain.push(proposal.accept(store.as_ref()).await.0);
+    }
+    assert_eq!(store.list_designations(&cluster_id, 1, 500).await.unwrap(), chain);
+    assert_eq!(store.list_designations(&cluster_id, 1, 2).await.unwrap(), chain[0..2]);
+    assert_eq!(store.list_designations(&cluster_id, 3, 2).await.unwrap(), chain[2..4]);
+    assert_eq!(store.list_designations(&cluster_id, 5, 2).await.unwrap(), chain[4..5]);
+    assert!(store.list_designations(&cluster_id, 6, 2).await.unwrap().is_empty());
+    // Each generation links the previous one and keeps the chain's id.
+    for pair in chain.windows(2) {
+        assert_eq!(pair[1].previous, Some(pair[0].reference()));
+        assert_eq!(pair[1].id, pair[0].id);
+    }
+    assert!(store.list_designations(&id("c2"), 1, 500).await.unwrap().is_empty());
+}
+
+/// Asserts that no designation, mutation or secret was written for `proposal`.
+async fn nothing_written(store: &SharedStore, proposal: &Proposal) {
+    assert!(store.current_designation(&proposal.cluster_id).await.unwrap().is_none());
+    assert!(store.list_designations(&proposal.cluster_id, 1, 500).await.unwrap().is_empty());
+    assert!(store.find_designation_mutation(&proposal.cluster_id, &proposal.mutation_id).await.unwrap().is_none());
+}
+
+async fn refused_designation_writes_nothing(context: Context) {
+    let store = context.migrated().await;
+
+    // An unknown cluster: the judge is asked with no cluster and refuses.
+    let proposal = Proposal::new(1, None);
+    let seen = std::sync::Mutex::new(None);
+    let judge = |facts: &DesignationFacts| {
+        *seen.lock().unwrap() = Some(facts.clone());
+        proposal.judge(facts, &AtomicUsize::new(0))
+    };
+    let outcome =
+        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+    assert!(matches!(outcome.unwrap(), DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster))));
+    let facts = seen.lock().unwrap().take().unwrap();
+    assert!(facts.cluster.is_none() && facts.service.is_none() && facts.current.is_none());
+    nothing_written(&store, &proposal).await;
+
+    // The facts of an existing cluster, under the lock.
+    inventory(&store).await;
+    let outcome =
+        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+    assert!(matches!(outcome.unwrap(), DesignationCommit::Accepted { .. }));
+    let facts = seen.lock().unwrap().take().unwrap();
+    assert_eq!(facts.cluster.map(|stored| (stored.cluster, stored.revision)), Some((cluster("c1", "org"), 1)));
+    assert_eq!(facts.service.map(|spec| spec.revision), Some(1));
+    assert!(facts.current.is_none());
+    let accepted = store.current_designation(&proposal.cluster_id).await.unwrap().unwrap();
+
+    // Refusals on a fresh cluster leave nothing behind.
+    store.put_organization(&organization("org")).await.unwrap();
+    written(store.put_cluster(&cluster("c2", "org"), None).await.unwrap());
+    let on_c2 = |mut proposal: Proposal| {
+        proposal.cluster_id = id("c2");
+        proposal
+    };
+    let missing_service = on_c2(Proposal::new(1, None));
+    assert!(matches!(
+        missing_service.commit(store.as_ref()).await,
+        DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Service))
+    ));
+    nothing_written(&store, &missing_service).await;
+    written(store.put_service_spec(&spec_body("c2", "ingress", "ingress:1"), None).await.unwrap());
+    let stale_spec = on_c2(Proposal::new(7, None));
+    assert_eq!(refusal(stale_spec.commit(store.as_ref()).await), DesignationRefusal::SpecRevisionMismatch(1));
+    nothing_written(&store, &stale_spec).await;
+    let mut other_runtime = on_c2(Proposal::new(1, None));
+    other_runtime.runtime_generation = 5;
+    assert!(matches!(
+        refusal(other_runtime.commit(store.as_ref()).await),
+        DesignationRefusal::RuntimeMismatch(runtime) if runtime.generation == 4
+    ));
+    nothing_written(&store, &other_runtime).await;
+    let wrong_expectation = on_c2(Proposal::new(1, Some(accepted.reference())));
+    assert_eq!(refusal(wrong_expectation.commit(store.as_ref()).await), DesignationRefusal::DesignationConflict(None));
+    nothing_written(&store, &wrong_expectation).await;
+
+    // A refused rotation on c1 leaves the accepted generation alone.
+    let stale_rotation = Proposal::new(1, None);
+    assert_eq!(
+        refusal(stale_rotation.commit(store.as_ref()).await),
+        DesignationRefusal::DesignationConflict(Some(accepted.reference()))
+    );
+    assert_eq!(store.list_designations(&id("c1"), 1, 500).await.unwrap(), [accepted.clone()]);
+    assert!(store.find_designation_mutation(&id("c1"), &stale_rotation.mutation_id).await.unwrap().is_none());
+
+    // A judge whose write breaks the chain is refused by the store, and nothing is written.
+    let broken = on_c2(Proposal::new(1, None));
+    let judge = |facts: &DesignationFacts| {
+        let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
+        write.designation.digest = Sha256Digest::from_bytes(&[0xee; 32]);
+        Ok(write)
+    };
+    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
+    nothing_written(&store, &broken).await;
+}
+
+fn refusal(outcome: DesignationCommit) -> DesignationRefusal {
+    match outcome {
+        DesignationCommit::Refused(refusal) => refusal,
+        other => panic!("expected Refused, got {other:?}"),
+    }
+}
+
+async fn pallet_and_fleet_cutover_designations_exclude_each_other(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let mut fleet = cluster("c1", "org");
+    fleet.fleet_cutover_ingress_designation = Some(fleet_reference());
+
+    // Without a Pallet designation the fleet-cutover one may be set and cleared.
+    assert_eq!(written(store.put_cluster(&fleet, Some(1)).await.unwrap()).revision, 2);
+    assert_eq!(refusal(Proposal::new(1, None).commit(store.as_ref()).await), DesignationRefusal::KindConflict);
+    assert_eq!(written(store.put_cluster(&cluster("c1", "org"), Some(2)).await.unwrap()).revision, 3);
+
+    // Once the cluster holds a Pallet designation, it cannot take a fleet-cutover one.
+    Proposal::new(1, None).accept(store.as_ref()).await;
+    assert_eq!(store.put_cluster(&fleet, Some(3)).await.unwrap(), PutOutcome::DesignationKindConflict);
+    assert_eq!(store.get_cluster(&id("c1")).await.unwrap().unwrap().revision, 3);
+    // Other changes still go through.
+    let mut moved = cluster("c1", "org");
+    moved.relay_origin = Some("https://relay2.example.net".to_owned());
+    assert_eq!(written(store.put_cluster(&moved, Some(3)).await.unwrap()).revision, 4);
+    // The compare-and-swap is judged first.
+    assert_eq!(store.put_cluster(&fleet, Some(3)).await.unwrap(), PutOutcome::RevisionConflict { current: Some(4) });
+}
+
+/// Races `count` proposals expecting `expected`, spread over `stores`; answers the one accepted.
+async fn race(stores: &[SharedStore], count: usize, expected: Option<AuthorityReference>) -> ClusterIngressDesignation {
+    let barrier = Arc::new(tokio::sync::Barrier::new(count));
+    let racers: Vec<_> = (0..count)
+        .map(|racer| {
+            let store = stores[racer % stores.len()].clone();
+            let barrier = barrier.clone();
+            let proposal = Proposal::new(1, expected.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                proposal.commit(store.as_ref()).await
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for racer in racers {
+        match racer.await.unwrap() {
+            DesignationCommit::Accepted { designation, .. } => accepted.push(designation),
+            DesignationCommit::Refused(refusal) => refused.push(refusal),
+            DesignationCommit::MutationExists => panic!("every racer has its own mutation id"),
+        }
+    }
+    assert_eq!(accepted.len(), 1, "exactly one racer is accepted");
+    let winner = accepted.pop().unwrap();
+    assert_eq!(refused.len(), count - 1);
+    for refusal in refused {
+        assert_eq!(refusal, DesignationRefusal::DesignationConflict(Some(winner.reference())));
+    }
+    assert_eq!(stores[0].current_designation(&id("c1")).await.unwrap(), Some(winner.clone()));
+    winner
+}
+
+async fn racing_designations_accept_exactly_one(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let stores = [store.clone()];
+    let first = race(&stores, 32, None).await;
+    assert_eq!(first.generation, 1);
+    // The rotation races too: exactly one second generation.
+    let second = race(&stores, 32, Some(first.reference())).await;
+    assert_eq!((second.generation, second.previous), (2, Some(first.reference())));
+    assert_eq!(store.list_designations(&id("c1"), 1, 500).await.unwrap().len(), 2);
+}
+
+async fn racing_designations_across_two_stores_accept_exactly_one(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    // A second pool on the same database, as a second controller process would have.
+    let other = context.database.connect().await;
+    assert!(other.is_ready().await.unwrap());
+    let stores = [store.clone(), other];
+    let first = race(&stores, 32, None).await;
+    race(&stores, 32, Some(first.reference())).await;
+    assert_eq!(store.list_designations(&id("c1"), 1, 500).await.unwrap().len(), 2);
+}
+
+async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let (designation, _) = Proposal::new(1, None).accept(store.as_ref()).await;
+    context.database.execute("UPDATE clusters SET record = '{\"id\":\"c1\"}' WHERE id = 'c1'").await;
+    assert!(matches!(store.get_cluster(&id("c1")).await, Err(StoreError::Corrupt(_))));
+    assert!(matches!(store.list_clusters().await, Err(StoreError::Corrupt(_))));
+    context.database.execute("UPDATE service_spec_revisions SET body = 'not json'").await;
+    assert!(matches!(store.get_service_spec(&id("c1"), &id("ingress"), None).await, Err(StoreError::Corrupt(_))));
+    // A designation whose digest no longer matches its content.
+    context
+        .database
+        .execute("UPDATE ingress_designations SET record = replace(record, '\"actorId\":\"user-27cd95a0\"', '\"actorId\":\"someone\"')")
+        .await;
+    assert!(matches!(store.current_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
+    assert!(matches!(store.list_designations(&id("c1"), 1, 10).await, Err(StoreError::Corrupt(_))));
+    let _ = designation;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening by URL.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_picks_the_backend_by_scheme_and_migrates() {
+    // An in-memory SQLite database keeps its data across calls.
+    let memory = cloudly::store::open("sqlite::memory:").await.unwrap();
+    assert_eq!(memory.backend(), Backend::Sqlite);
+    assert!(memory.is_ready().await.unwrap());
+    inventory(&memory).await;
+    assert_eq!(memory.list_clusters().await.unwrap().len(), 1);
+    Proposal::new(1, None).accept(memory.as_ref()).await;
+
+    // A SQLite file is created when missing.
+    let file = TestDatabase::sqlite();
+    let sqlite = cloudly::store::open(&file.url()).await.unwrap();
+    assert_eq!(sqlite.backend(), Backend::Sqlite);
+    assert!(sqlite.is_ready().await.unwrap());
+    drop(sqlite);
+    file.remove().await;
+
+    let database = TestDatabase::postgres().await;
+    let outcome = tokio::spawn({
+        let url = database.url();
+        async move {
+            for url in [url.clone(), url.replacen("postgres://", "postgresql://", 1)] {
+                let postgres = cloudly::store::open(&url).await.unwrap();
+                assert_eq!(postgres.backend(), Backend::Postgres);
+                assert!(postgres.is_ready().await.unwrap());
+            }
+        }
+    })
+    .await;
+    database.remove().await;
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn store_errors_never_name_the_url() {
+    for url in [
+        "mysql://admin:hunter2@127.0.0.1/cloudly",
+        "postgres://admin:hunter2@127.0.0.1:1/cloudly",
+        "postgres://admin:hunter2@[not a host/cloudly",
+        "sqlite:///nonexistent-directory-hunter2/cloudly.sqlite3",
+    ] {
+        let error = match cloudly::store::open(url).await {
+            Ok(_) => panic!("opening a bad store URL succeeded"),
+            Err(error) => error,
+        };
+        let text = format!("{error} {error:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(matches!(error, StoreError::Unavailable(_)), "{text}");
+    }
+}
+
+#[test]
+fn test_database_urls_keep_the_server_and_the_parameters() {
+    assert_eq!(
+        url_with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+        "postgres://postgres@127.0.0.1:5432/x"
+    );
+    assert_eq!(url_with_database("postgres://u:p@h/db?sslmode=disable", "x"), "postgres://u:p@h/x?sslmode=disable");
+    assert_eq!(url_with_database("postgres://h:5432", "x"), "postgres://h:5432/x");
+}

@@ -1,0 +1,207 @@
+//! Test support for the service: throwaway databases on both backends and controllers served
+//! in-process on a real socket.
+
+use cloudly::api::Limits;
+use cloudly::client::Client;
+use cloudly::contract::Id;
+use cloudly::domain::identity::{Identity, IdentitySubject, IdentityType, Role, issue_identity};
+use cloudly::domain::{Clock, Controller};
+use cloudly::keys::ControllerKeys;
+use cloudly::server::{RunningServer, spawn};
+use cloudly::store::{self, SharedStore};
+use serde_json::{Value, json};
+use sqlx::Connection as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The PostgreSQL server tests create their databases on.
+pub fn pg_admin_url() -> String {
+    std::env::var("CLOUDLY_TEST_PG_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A database that exists for one test and is dropped after it.
+pub struct TestDatabase {
+    pub url: String,
+    name: Option<String>,
+    dir: Option<std::path::PathBuf>,
+}
+
+impl TestDatabase {
+    /// A fresh, empty database of `backend`. A Postgres that cannot be reached fails the test.
+    pub async fn create(backend: Backend) -> TestDatabase {
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("cloudly-test-{unique}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                TestDatabase { url: format!("sqlite://{}", dir.join("cloudly.db").display()), name: None, dir: Some(dir) }
+            }
+            Backend::Postgres => {
+                let admin = pg_admin_url();
+                let name = format!("cloudly_t_{}", &unique[..20]);
+                let mut connection = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|error| {
+                    panic!("PostgreSQL is required for this test and does not answer ({error}); run scripts/test.sh")
+                });
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut connection)
+                    .await
+                    .expect("create the test database");
+                let base = admin.rsplit_once('/').map_or(admin.as_str(), |(base, _)| base).to_owned();
+                TestDatabase { url: format!("{base}/{name}"), name: Some(name), dir: None }
+            }
+        }
+    }
+
+    /// Drops the database (Postgres) or removes its directory (SQLite).
+    pub async fn drop_now(mut self) {
+        if let Some(name) = self.name.take() {
+            if let Ok(mut connection) = sqlx::PgConnection::connect(&pg_admin_url()).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                    .execute(&mut connection)
+                    .await;
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A clock the test moves.
+#[derive(Debug)]
+pub struct TestClock(pub AtomicU64);
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The start time of every test clock: 2026-01-01T00:00:00Z.
+pub const T0: u64 = 1_767_225_600_000;
+
+/// A controller served on 127.0.0.1 with its own keys and database.
+pub struct TestService {
+    pub database: TestDatabase,
+    pub store: SharedStore,
+    pub keys: Arc<ControllerKeys>,
+    pub clock: Arc<TestClock>,
+    pub server: Option<RunningServer>,
+    pub client: Client,
+    pub base_url: String,
+}
+
+impl TestService {
+    pub async fn start(backend: Backend) -> TestService {
+        Self::start_with(backend, Limits::default()).await
+    }
+
+    pub async fn start_with(backend: Backend, limits: Limits) -> TestService {
+        let database = TestDatabase::create(backend).await;
+        let store = store::open(&database.url).await.expect("open the test store");
+        let keys = Arc::new(ControllerKeys::generate().unwrap());
+        let clock = Arc::new(TestClock(AtomicU64::new(T0)));
+        let controller = Arc::new(Controller::new(store.clone(), keys.clone(), clock.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = spawn(listener, controller, limits).unwrap();
+        let base_url = format!("http://{}", server.address);
+        TestService { database, store, keys, clock, client: Client::new(&base_url), base_url, server: Some(server) }
+    }
+
+    /// An identity of `role` signed by this controller, valid for a day of the test clock.
+    pub fn identity(&self, user: &str, role: Role) -> Identity {
+        let subject = IdentitySubject {
+            name: format!("{user} (test)"),
+            user_id: Id::parse(user).unwrap(),
+            identity_type: IdentityType::Human,
+            role,
+        };
+        issue_identity(&self.keys.identity, &subject, self.clock.now_ms(), 86_400_000, &uuid::Uuid::new_v4().to_string())
+            .unwrap()
+    }
+
+    pub fn admin(&self) -> Value {
+        serde_json::to_value(self.identity("admin-1", Role::Admin)).unwrap()
+    }
+
+    /// Calls `method` with `request` plus `identity`.
+    pub async fn call_as(&self, identity: &Value, method: &str, mut request: Value) -> Result<Value, cloudly::client::TypedError> {
+        request["identity"] = identity.clone();
+        match self.client.call(method, request).await {
+            Ok(response) => Ok(response),
+            Err(cloudly::client::CallError::Typed(error)) => Err(error),
+            Err(other) => panic!("{method}: {other}"),
+        }
+    }
+
+    /// Calls `method` as administrator and expects success.
+    pub async fn admin_call(&self, method: &str, request: Value) -> Value {
+        let admin = self.admin();
+        self.call_as(&admin, method, request).await.unwrap_or_else(|error| panic!("{method}: {} {}", error.text, error.data))
+    }
+
+    /// Creates organization `org`, Pallet cluster `cluster` (runtime generation 3, a relay
+    /// origin), nodes `node-1` and `node-2`, and service `service` placed on both nodes.
+    pub async fn seed_cluster(&self, cluster: &str, service: &str) -> Value {
+        self.admin_call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
+        self.admin_call(
+            "putCluster",
+            json!({ "cluster": {
+                "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+                "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
+            }, "expectedRevision": null }),
+        )
+        .await;
+        for node in ["node-1", "node-2"] {
+            self.admin_call(
+                "putClusterNode",
+                json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
+            )
+            .await;
+        }
+        self.admin_call("putServiceRuntimeSpec", json!({ "spec": spec_body(cluster, service), "expectedRevision": null }))
+            .await["spec"]
+            .clone()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop().await.unwrap();
+        }
+        self.database.drop_now().await;
+    }
+}
+
+/// A valid service spec body.
+pub fn spec_body(cluster: &str, service: &str) -> Value {
+    json!({
+        "clusterId": cluster, "serviceId": service, "organizationId": "org",
+        "image": "registry.example/ingress:1.4.2", "replicas": 2,
+        "placement": { "nodeIds": ["node-1", "node-2"] },
+        "ports": [{ "protocol": "tcp", "port": 443 }],
+        "environment": [{ "name": "LOG_LEVEL", "value": "info" }],
+        "volumes": [],
+    })
+}
+
+/// A designation request against the state `seed_cluster` leaves.
+pub fn designation_request(cluster: &str, service: &str, mutation: &str, spec_revision: u64, expected: Value) -> Value {
+    json!({ "designation": {
+        "mutationId": mutation, "clusterId": cluster, "ingressServiceId": service,
+        "currentRuntime": { "id": cluster, "phase": "pallet", "generation": 3 },
+        "expectedSpecRevision": spec_revision, "expectedDesignation": expected,
+    } })
+}
+
+/// `{ id, generation, digest }` of a designation JSON.
+pub fn reference_of(designation: &Value) -> Value {
+    json!({ "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"] })
+}
