@@ -187,6 +187,9 @@ fn contract(c: &mut Criterion) {
     c.bench_function("parse JSON text only", |bench| {
         bench.iter(|| parse_record_text(black_box(&text)).expect("the record text"))
     });
+    c.bench_function("serde_json::from_str::<Value> (reference)", |bench| {
+        bench.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)).expect("JSON"))
+    });
     c.bench_function("sha256 over the canonical bytes", |bench| {
         bench.iter(|| Sha256::digest(black_box(&canonical)))
     });

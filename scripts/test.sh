@@ -34,6 +34,12 @@ trap cleanup EXIT
 export CLOUDLY_TEST_DATABASE_URL="${admin_url%/*}/${database}"
 export CLOUDLY_TEST_PG_ADMIN_URL="$admin_url"
 
+# The ecosystem's own TypedRequest client, for tests/real_client.rs.
+if [ ! -d tests/typedrequest-client/node_modules/@api.global/typedrequest ] \
+   || [ tests/typedrequest-client/package-lock.json -nt tests/typedrequest-client/node_modules ]; then
+  (cd tests/typedrequest-client && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked

@@ -44,6 +44,13 @@ fn url_with_database(admin_url: &str, database: &str) -> String {
     format!("{server}/{database}{query}")
 }
 
+/// The `host:port` of a PostgreSQL URL.
+fn server_of(url: &str) -> &str {
+    let rest = url.find("://").map_or(url, |at| &url[at + 3..]);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    authority.rsplit_once('@').map_or(authority, |(_, server)| server)
+}
+
 async fn admin_connection() -> sqlx::PgConnection {
     sqlx::PgConnection::connect(&admin_url()).await.unwrap_or_else(|error| {
         panic!(
@@ -906,9 +913,12 @@ async fn open_picks_the_backend_by_scheme_and_migrates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn store_errors_never_name_the_url() {
+    // A role that does not exist on the test server fails at once (a refused connection would
+    // be retried until the pool's acquire timeout, as a server that is starting up).
+    let wrong_role = format!("postgres://cloudly_no_such_role:hunter2@{}/cloudly", server_of(&admin_url()));
     for url in [
         "mysql://admin:hunter2@127.0.0.1/cloudly",
-        "postgres://admin:hunter2@127.0.0.1:1/cloudly",
+        wrong_role.as_str(),
         "postgres://admin:hunter2@[not a host/cloudly",
         "sqlite:///nonexistent-directory-hunter2/cloudly.sqlite3",
     ] {
@@ -930,4 +940,6 @@ fn test_database_urls_keep_the_server_and_the_parameters() {
     );
     assert_eq!(url_with_database("postgres://u:p@h/db?sslmode=disable", "x"), "postgres://u:p@h/x?sslmode=disable");
     assert_eq!(url_with_database("postgres://h:5432", "x"), "postgres://h:5432/x");
+    assert_eq!(server_of("postgres://u:p@h:5432/db?sslmode=disable"), "h:5432");
+    assert_eq!(server_of("postgres://h/db"), "h");
 }

@@ -6,8 +6,7 @@
 //! is not JSON at all, unknown kind, a kind without that operation, a malformed key).
 
 use crate::contract::json::{TextError, parse_plain_text, parse_record_text};
-use crate::contract::{DigestedRecord, RecordKind, Rejected, Sha256Digest};
-use crate::contract::{assignment, designation, network, registration, service_status, signing, storage_claim};
+use crate::contract::{RecordKind, assignment, dispatch, network, signing, storage_claim};
 use clap::Subcommand;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -108,55 +107,23 @@ fn read_record(path: &Path, kind: RecordKind) -> Result<Value, Failure> {
     })
 }
 
-fn digest_as<T: DigestedRecord>(value: &Value) -> Result<Sha256Digest, Rejected> {
-    Ok(T::snapshot(value)?.compute_digest())
-}
-
 fn digest(kind_name: &str, path: &Path) -> Result<String, Failure> {
     let kind = kind_named(kind_name)?;
-    let digest_of: fn(&Value) -> Result<Sha256Digest, Rejected> = match kind {
-        RecordKind::ClusterIngressDesignation => digest_as::<designation::ClusterIngressDesignation>,
-        RecordKind::RuntimeLocalStorageClaim => digest_as::<storage_claim::RuntimeLocalStorageClaim>,
-        RecordKind::RuntimeNetworkProjection => digest_as::<network::projection::RuntimeNetworkProjection>,
-        RecordKind::RuntimeNetworkLease => digest_as::<network::lease::RuntimeNetworkLease>,
-        RecordKind::RuntimeNetworkAddressPlan => digest_as::<network::address_plan::RuntimeNetworkAddressPlan>,
-        RecordKind::RuntimeNetworkProtectedAuthority => {
-            digest_as::<network::authority::RuntimeNetworkProtectedAuthority>
-        }
-        RecordKind::RuntimeAssignment => digest_as::<assignment::RuntimeAssignment>,
-        other => return Err(Failure::Unjudgeable(format!("kind {} has no digest", other.name()))),
-    };
+    if dispatch::digest(kind, &Value::Null).is_none() {
+        return Err(Failure::Unjudgeable(format!("kind {} has no digest", kind.name())));
+    }
     let value = read_record(path, kind)?;
-    digest_of(&value).map(|digest| digest.as_str().to_owned()).map_err(|rejected| Failure::Invalid(vec![rejected.to_string()]))
+    match dispatch::digest(kind, &value) {
+        Some(Ok(digest)) => Ok(digest.as_str().to_owned()),
+        Some(Err(rejected)) => Err(Failure::Invalid(vec![rejected.to_string()])),
+        None => Err(Failure::Unjudgeable(format!("kind {} has no digest", kind.name()))),
+    }
 }
 
 fn validate(kind_name: &str, path: &Path) -> Result<String, Failure> {
     let kind = kind_named(kind_name)?;
     let value = read_record(path, kind)?;
-    let violations = match kind {
-        RecordKind::ClusterIngressDesignation => designation::validate_cluster_ingress_designation(&value),
-        RecordKind::ClusterIngressDesignationRequest => {
-            designation::validate_cluster_ingress_designation_request(&value)
-        }
-        RecordKind::RuntimeLocalStorageClaim => storage_claim::validate_runtime_local_storage_claim(&value),
-        RecordKind::RuntimeNetworkProjection => {
-            network::projection::validate_runtime_network_projection_violations(&value)
-        }
-        RecordKind::RuntimeNetworkLease => network::lease::validate_runtime_network_lease(&value),
-        RecordKind::RuntimeNetworkAddressPlan => network::address_plan::validate_runtime_network_address_plan(&value),
-        RecordKind::RuntimeNetworkProtectedAuthority => {
-            network::authority::validate_runtime_network_protected_authority(&value)
-        }
-        RecordKind::RuntimeAssignment => assignment::validate_runtime_assignment(&value),
-        RecordKind::ClusterIngressRegistration => registration::validate_cluster_ingress_registration(&value),
-        RecordKind::ClusterIngressRegistrationRefusal => {
-            registration::validate_cluster_ingress_registration_refusal(&value, registration::CLUSTER_INGRESS_REGISTRATION_REFUSAL_PATH)
-        }
-        RecordKind::ClusterIngressRouteTableChange => {
-            registration::validate_cluster_ingress_route_table_change(&value, registration::CLUSTER_INGRESS_ROUTE_TABLE_CHANGE_PATH)
-        }
-        RecordKind::ServiceRuntimeStatus => service_status::validate_service_runtime_status(&value),
-    };
+    let violations = dispatch::validate(kind, &value);
     if violations.is_empty() { Ok("valid".to_owned()) } else { Err(Failure::Invalid(violations)) }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod assignment;
 pub mod designation;
+pub mod dispatch;
 pub mod inventory;
 pub mod json;
 pub mod kind;

@@ -24,7 +24,7 @@ use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::{Connection, Row};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -228,7 +228,14 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        codec::migrator(MIGRATIONS).run(&self.pool).await.map_err(codec::migrate_error)
+        // sqlx takes no lock on SQLite, so two processes opening one new file at once would both
+        // apply the migrations. Holding the write lock (`BEGIN IMMEDIATE`) around the migrator
+        // serializes them; the migrator's own transactions become savepoints inside it.
+        let mut connection = self.pool.acquire().await?;
+        let mut transaction = connection.begin_with("BEGIN IMMEDIATE").await?;
+        codec::migrator(MIGRATIONS).run_direct(None, &mut *transaction, false).await.map_err(codec::migrate_error)?;
+        transaction.commit().await?;
+        Ok(())
     }
 
     async fn is_ready(&self) -> Result<bool, StoreError> {

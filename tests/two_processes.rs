@@ -1,0 +1,141 @@
+//! Two `cloudly serve` processes on one PostgreSQL database: racing designations across them
+//! accept exactly one; both drain and exit cleanly on SIGTERM; no bearer or token appears in
+//! either process's log.
+
+mod support;
+
+use cloudly::client::{CallError, Client};
+use cloudly::contract::designation::snapshot_cluster_ingress_designation;
+use cloudly::keys::ControllerKeys;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::service::{Backend, TestDatabase, designation_request, spec_body};
+
+struct Process {
+    child: Child,
+    base_url: String,
+    log: Arc<Mutex<String>>,
+}
+
+fn start(data_dir: &Path, database_url: &str) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .env("CLOUDLY_DATA_DIR", data_dir)
+        .env("CLOUDLY_DATABASE_URL", database_url)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cloudly serve");
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let (address_sender, address) = std::sync::mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(event) = serde_json::from_str::<Value>(&line)
+                && event["message"] == "cloudly serving"
+            {
+                let _ = address_sender.send(event["address"].as_str().unwrap_or_default().to_owned());
+            }
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let address = address.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no serving line:\n{}", log.lock().unwrap()));
+    Process { child, base_url: format!("http://{address}"), log }
+}
+
+fn terminate(mut process: Process) -> String {
+    let pid = process.child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let exit = process.child.wait().unwrap();
+    assert!(exit.success(), "cloudly serve exited with {exit:?} after SIGTERM");
+    std::thread::sleep(Duration::from_millis(100));
+    let log = process.log.lock().unwrap().clone();
+    assert!(log.contains("cloudly stopped"), "no clean stop in the log:\n{log}");
+    log
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racers() {
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let root = std::env::temp_dir().join(format!("cloudly-two-{}", uuid::Uuid::new_v4().simple()));
+    let (first_dir, second_dir) = (root.join("a"), root.join("b"));
+    let first = start(&first_dir, &database.url);
+    // The second controller shares the first one's keys, as controllers of one cluster do.
+    std::fs::create_dir_all(second_dir.join("keys")).unwrap();
+    for key in ["identity.ed25519", "signing.ed25519", "secret.key"] {
+        std::fs::copy(first_dir.join("keys").join(key), second_dir.join("keys").join(key)).unwrap();
+    }
+    let second = start(&second_dir, &database.url);
+
+    let identity: Value = serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
+    let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
+    let call = |client: &Client, method: &'static str, mut request: Value| {
+        request["identity"] = identity.clone();
+        let client = client.clone();
+        async move { client.call(method, request).await }
+    };
+    call(&clients[0], "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await.unwrap();
+    call(&clients[1], "putCluster", json!({ "cluster": {
+        "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+        "relayOrigin": "https://relay.example.net", "fleetCutoverIngressDesignation": null }, "expectedRevision": null }))
+        .await
+        .unwrap();
+    call(&clients[0], "putServiceRuntimeSpec", json!({ "spec": spec_body("c1", "ingress"), "expectedRevision": null }))
+        .await
+        .unwrap();
+    let node = call(&clients[1], "putClusterNode", json!({ "clusterId": "c1",
+        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": ["192.0.2.17"] }, "rotateCredential": false }))
+        .await
+        .unwrap();
+    let node_bearer = node["bearer"].as_str().expect("a new node's bearer is shown once").to_owned();
+    let listed = call(&clients[0], "listClusterNodes", json!({ "clusterId": "c1" })).await.unwrap();
+    assert!(!listed.to_string().contains(&node_bearer), "a node bearer is shown only when issued");
+
+    let mut racers = Vec::new();
+    for index in 0..32 {
+        let racer = call(&clients[index % 2], "designateClusterIngress", designation_request("c1", "ingress", &format!("race-{index}"), 1, Value::Null));
+        racers.push(tokio::spawn(racer));
+    }
+    let (mut accepted, mut conflicts) = (Vec::new(), 0);
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(answer) => accepted.push(answer),
+            Err(CallError::Typed(error)) if error.code() == "designation-conflict" => conflicts += 1,
+            Err(other) => panic!("unexpected answer: {other}"),
+        }
+    }
+    assert_eq!((accepted.len(), conflicts), (1, 31));
+    // Both processes answer the same current designation.
+    for client in &clients {
+        let current = call(client, "getClusterIngressDesignation", json!({ "clusterId": "c1" })).await.unwrap();
+        assert_eq!(current["designation"], accepted[0]["designation"]);
+    }
+
+    // The bearer exists (sealed in the store) and appears in no log line of either process.
+    let designation = snapshot_cluster_ingress_designation(&accepted[0]["designation"]).unwrap();
+    let store = cloudly::store::open(&database.url).await.unwrap();
+    let version = &designation.credential.secret_version;
+    let sealed = store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().unwrap();
+    let (keys, _) = ControllerKeys::load_or_create(&first_dir).unwrap();
+    let bearer = cloudly::domain::secrets::open(keys.secret_key(), &sealed).unwrap();
+    let token = identity["jwt"].as_str().unwrap().to_owned();
+    let logs = [terminate(first), terminate(second)];
+    for log in &logs {
+        assert!(log.contains("cluster ingress designation accepted") || log.contains("typed request"), "{log}");
+        assert!(!log.contains(bearer.expose()), "a log line carries the ingress bearer");
+        assert!(!log.contains(&token), "a log line carries the identity token");
+        assert!(!log.contains(&node_bearer), "a log line carries the node bearer");
+    }
+    drop(store);
+    let _ = std::fs::remove_dir_all(root);
+    database.drop_now().await;
+}
