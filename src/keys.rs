@@ -135,7 +135,9 @@ pub fn write_new_private_file(path: &Path, contents: &[u8]) -> Result<(), KeyErr
         options.mode(0o600);
     }
     let mut file = options.open(path).map_err(|source| KeyError::Io { path: path.to_owned(), source })?;
-    file.write_all(contents).and_then(|()| file.sync_all()).map_err(|source| KeyError::Io { path: path.to_owned(), source })
+    file.write_all(contents)
+        .and_then(|()| file.sync_all())
+        .map_err(|source| KeyError::Io { path: path.to_owned(), source })
 }
 
 fn restrict(path: &Path, mode: u32) -> Result<(), KeyError> {

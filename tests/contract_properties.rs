@@ -5,10 +5,10 @@
 
 mod support;
 
+use cloudly::contract::RecordKind;
 use cloudly::contract::dispatch;
 use cloudly::contract::json::{canonical, parse_record_text};
 use cloudly::contract::kind::compute_digest;
-use cloudly::contract::RecordKind;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -16,8 +16,20 @@ fn json_string() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-zA-Z0-9._-]{0,12}",
         any::<String>(),
-        prop::collection::vec(prop_oneof![Just('\u{0}'), Just('\u{1f}'), Just('"'), Just('\\'), Just('\u{2028}'), Just('😀'), Just('\u{fffd}'), Just('é')], 0..6)
-            .prop_map(|chars| chars.into_iter().collect()),
+        prop::collection::vec(
+            prop_oneof![
+                Just('\u{0}'),
+                Just('\u{1f}'),
+                Just('"'),
+                Just('\\'),
+                Just('\u{2028}'),
+                Just('😀'),
+                Just('\u{fffd}'),
+                Just('é')
+            ],
+            0..6
+        )
+        .prop_map(|chars| chars.into_iter().collect()),
     ]
 }
 

@@ -15,9 +15,27 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 }
 
 const FORBIDDEN: &[&str] = &[
-    "sqlx", "tokio", "axum", "tower", "hyper", "reqwest", "std::fs", "std::net", "std::io", "std::process",
-    "std::env", "std::time", "std::thread", "SystemTime", "Instant", "rand::", "OsRng", "getrandom", "async fn",
-    ".await", "uuid::",
+    "sqlx",
+    "tokio",
+    "axum",
+    "tower",
+    "hyper",
+    "reqwest",
+    "std::fs",
+    "std::net",
+    "std::io",
+    "std::process",
+    "std::env",
+    "std::time",
+    "std::thread",
+    "SystemTime",
+    "Instant",
+    "rand::",
+    "OsRng",
+    "getrandom",
+    "async fn",
+    ".await",
+    "uuid::",
 ];
 
 #[test]

@@ -38,10 +38,8 @@ async fn designation_state(service: &TestService, cluster: &str) -> (Value, Valu
 
 async fn expect_refusal(service: &TestService, identity: &Value, request: Value, code: &str) -> Value {
     let before = designation_state(service, "c1").await;
-    let error = service
-        .call_as(identity, "designateClusterIngress", request)
-        .await
-        .expect_err(&format!("expected {code}"));
+    let error =
+        service.call_as(identity, "designateClusterIngress", request).await.expect_err(&format!("expected {code}"));
     assert_eq!(error.code(), code, "{} {}", error.text, error.data);
     assert_eq!(designation_state(service, "c1").await, before, "a refusal ({code}) changed the store");
     error.data
@@ -76,7 +74,8 @@ on_both_stores!(every_refusal_of_the_judgement_order_is_named_and_changes_nothin
     let service = TestService::start(backend).await;
     service.seed_cluster("c1", "ingress").await;
     let admin = service.admin();
-    let first = service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+    let first =
+        service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
     let current = reference_of(&first["designation"]);
     let valid = |mutation: &str| designation_request("c1", "ingress", mutation, 1, current.clone());
 
@@ -101,8 +100,13 @@ on_both_stores!(every_refusal_of_the_judgement_order_is_named_and_changes_nothin
     assert_eq!(data["violations"], json!(["Cluster ingress designation contract rejected."]));
 
     // 3. replay: the same mutation id with other content.
-    expect_refusal(&service, &admin, designation_request("c1", "ingress", "m1", 1, current.clone()), "mutation-conflict")
-        .await;
+    expect_refusal(
+        &service,
+        &admin,
+        designation_request("c1", "ingress", "m1", 1, current.clone()),
+        "mutation-conflict",
+    )
+    .await;
 
     // 4. no such cluster (a valid request naming another cluster).
     let mut other_cluster = designation_request("c9", "ingress", "m2", 1, current.clone());
@@ -117,15 +121,29 @@ on_both_stores!(every_refusal_of_the_judgement_order_is_named_and_changes_nothin
     assert_eq!(data["current"], json!({ "id": "c1", "phase": "pallet", "generation": 3 }));
 
     // 7. no such service.
-    let data = expect_refusal(&service, &admin, designation_request("c1", "nothing", "m2", 1, current.clone()), "not-found").await;
+    let data =
+        expect_refusal(&service, &admin, designation_request("c1", "nothing", "m2", 1, current.clone()), "not-found")
+            .await;
     assert_eq!(data["what"], json!("service"));
 
     // 8. spec revision mismatch.
-    let data = expect_refusal(&service, &admin, designation_request("c1", "ingress", "m2", 7, current.clone()), "spec-revision-mismatch").await;
+    let data = expect_refusal(
+        &service,
+        &admin,
+        designation_request("c1", "ingress", "m2", 7, current.clone()),
+        "spec-revision-mismatch",
+    )
+    .await;
     assert_eq!(data["current"], json!(1));
 
     // 9. designation conflict: expecting none while one exists.
-    let data = expect_refusal(&service, &admin, designation_request("c1", "ingress", "m2", 1, Value::Null), "designation-conflict").await;
+    let data = expect_refusal(
+        &service,
+        &admin,
+        designation_request("c1", "ingress", "m2", 1, Value::Null),
+        "designation-conflict",
+    )
+    .await;
     assert_eq!(data["current"], current);
 
     // 6. designation kind: a cluster holding a fleet-cutover designation (and never a Pallet one).
@@ -147,7 +165,8 @@ on_both_stores!(every_refusal_of_the_judgement_order_is_named_and_changes_nothin
     let stored = service.admin_call("getCluster", json!({ "clusterId": "c1" })).await;
     let mut cluster = stored["cluster"].clone();
     let revision = cluster.as_object_mut().unwrap().remove("revision").unwrap();
-    cluster["fleetCutoverIngressDesignation"] = json!({ "id": "fleet-1", "generation": 1, "digest": format!("sha256:{}", "ab".repeat(32)) });
+    cluster["fleetCutoverIngressDesignation"] =
+        json!({ "id": "fleet-1", "generation": 1, "digest": format!("sha256:{}", "ab".repeat(32)) });
     let error = service
         .call_as(&admin, "putCluster", json!({ "cluster": cluster, "expectedRevision": revision }))
         .await
@@ -212,7 +231,10 @@ on_both_stores!(the_chain_verifies_link_by_link, |backend| async move {
     for generation in 1..=5u64 {
         service.clock.0.fetch_add(1_000, std::sync::atomic::Ordering::SeqCst);
         let answer = service
-            .admin_call("designateClusterIngress", designation_request("c1", "ingress", &format!("m{generation}"), 1, expected))
+            .admin_call(
+                "designateClusterIngress",
+                designation_request("c1", "ingress", &format!("m{generation}"), 1, expected),
+            )
             .await;
         expected = reference_of(&answer["designation"]);
     }
@@ -249,17 +271,22 @@ on_both_stores!(the_chain_verifies_link_by_link, |backend| async move {
 on_both_stores!(no_bearer_value_appears_in_any_answer, |backend| async move {
     let service = TestService::start(backend).await;
     service.seed_cluster("c1", "ingress").await;
-    let answer = service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+    let answer =
+        service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
     let designation = snapshot_cluster_ingress_designation(&answer["designation"]).unwrap();
     let version = &designation.credential.secret_version;
-    let sealed = service.store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().expect("stored");
+    let sealed =
+        service.store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().expect("stored");
     let bearer = cloudly::domain::secrets::open(service.keys.secret_key(), &sealed).unwrap();
     assert!(bearer.expose().starts_with("szci_") && bearer.expose().len() >= 48);
     let everything = [
         answer.to_string(),
         service.admin_call("getClusterIngressDesignation", json!({ "clusterId": "c1" })).await.to_string(),
         service.admin_call("listClusterIngressDesignations", json!({ "clusterId": "c1" })).await.to_string(),
-        service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await.to_string(),
+        service
+            .admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null))
+            .await
+            .to_string(),
     ];
     for text in everything {
         assert!(!text.contains(bearer.expose()), "an answer carries the bearer");

@@ -751,7 +751,7 @@ async fn refused_designation_writes_nothing(context: Context) {
         refusal(stale_rotation.commit(store.as_ref()).await),
         DesignationRefusal::DesignationConflict(Some(accepted.reference()))
     );
-    assert_eq!(store.list_designations(&id("c1"), 1, 500).await.unwrap(), [accepted.clone()]);
+    assert_eq!(store.list_designations(&id("c1"), 1, 500).await.unwrap(), std::slice::from_ref(&accepted));
     assert!(store.find_designation_mutation(&id("c1"), &stale_rotation.mutation_id).await.unwrap().is_none());
 
     // A judge whose write breaks the chain is refused by the store, and nothing is written.

@@ -47,7 +47,9 @@ fn start(data_dir: &Path, database_url: &str) -> Process {
             log.push('\n');
         }
     });
-    let address = address.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no serving line:\n{}", log.lock().unwrap()));
+    let address = address
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("no serving line:\n{}", log.lock().unwrap()));
     Process { child, base_url: format!("http://{address}"), log }
 }
 
@@ -76,7 +78,8 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
     }
     let second = start(&second_dir, &database.url);
 
-    let identity: Value = serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
     let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
     let call = |client: &Client, method: &'static str, mut request: Value| {
         request["identity"] = identity.clone();
@@ -102,7 +105,11 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
 
     let mut racers = Vec::new();
     for index in 0..32 {
-        let racer = call(&clients[index % 2], "designateClusterIngress", designation_request("c1", "ingress", &format!("race-{index}"), 1, Value::Null));
+        let racer = call(
+            &clients[index % 2],
+            "designateClusterIngress",
+            designation_request("c1", "ingress", &format!("race-{index}"), 1, Value::Null),
+        );
         racers.push(tokio::spawn(racer));
     }
     let (mut accepted, mut conflicts) = (Vec::new(), 0);

@@ -37,7 +37,8 @@ fn valid_designations_have_their_canonical_bytes_and_digests() {
     for (name, case) in cases {
         let record = &case["record"];
         assert_eq!(canonical_without_digest(record).unwrap(), case["canonical"].as_str().unwrap(), "{name}");
-        let designation = snapshot_cluster_ingress_designation(record).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let designation =
+            snapshot_cluster_ingress_designation(record).unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(designation.compute_digest().as_str(), case["digest"].as_str().unwrap(), "{name}");
         assert_eq!(compute_cluster_ingress_designation_digest(record).unwrap().as_str(), case["digest"], "{name}");
         assert!(validate_cluster_ingress_designation(record).is_empty(), "{name}");

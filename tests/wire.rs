@@ -74,12 +74,36 @@ async fn bad_requests_are_named_and_change_nothing() {
         ("putCluster", json!("not an object"), "request-invalid"),
         ("designateClusterIngress", json!([1]), "request-invalid"),
         ("getClusterIngressDesignation", json!({ "identity": admin, "clusterId": 5 }), "request-invalid"),
-        ("getClusterIngressDesignation", json!({ "identity": admin, "clusterId": "c1", "extra": true }), "request-invalid"),
-        ("putServiceRuntimeSpec", json!({ "identity": admin, "spec": { "image": 7 }, "expectedRevision": 1 }), "request-invalid"),
-        ("putClusterNode", json!({ "identity": admin, "clusterId": "c1", "node": { "id": "Node_1", "runtimeNamespace": "ns", "hostAddresses": [] }, "rotateCredential": true }), "request-invalid"),
-        ("putCluster", json!({ "identity": admin, "cluster": { "id": "c1" }, "expectedRevision": 1 }), "request-invalid"),
-        ("listClusterIngressDesignations", json!({ "identity": admin, "clusterId": "c1", "limit": 501 }), "request-invalid"),
-        ("deleteService", json!({ "identity": admin, "clusterId": "c1", "serviceId": "ingress", "expectedRevision": 1.5 }), "request-invalid"),
+        (
+            "getClusterIngressDesignation",
+            json!({ "identity": admin, "clusterId": "c1", "extra": true }),
+            "request-invalid",
+        ),
+        (
+            "putServiceRuntimeSpec",
+            json!({ "identity": admin, "spec": { "image": 7 }, "expectedRevision": 1 }),
+            "request-invalid",
+        ),
+        (
+            "putClusterNode",
+            json!({ "identity": admin, "clusterId": "c1", "node": { "id": "Node_1", "runtimeNamespace": "ns", "hostAddresses": [] }, "rotateCredential": true }),
+            "request-invalid",
+        ),
+        (
+            "putCluster",
+            json!({ "identity": admin, "cluster": { "id": "c1" }, "expectedRevision": 1 }),
+            "request-invalid",
+        ),
+        (
+            "listClusterIngressDesignations",
+            json!({ "identity": admin, "clusterId": "c1", "limit": 501 }),
+            "request-invalid",
+        ),
+        (
+            "deleteService",
+            json!({ "identity": admin, "clusterId": "c1", "serviceId": "ingress", "expectedRevision": 1.5 }),
+            "request-invalid",
+        ),
         ("designateClusterIngress", json!({ "identity": { "jwt": "x" } }), "identity-refused"),
     ];
     for (method, request, code) in cases {
@@ -162,7 +186,9 @@ async fn over_the_concurrency_limit_requests_get_503_with_retry_after() {
     let blocked = {
         let service = service.clone();
         tokio::spawn(async move {
-            service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await
+            service
+                .admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null))
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -129,8 +129,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
     match state.controller.store.is_ready().await {
         Ok(true) => axum::Json(json!({ "ready": true })).into_response(),
-        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "migrations-pending" })))
-            .into_response(),
+        Ok(false) => {
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "migrations-pending" })))
+                .into_response()
+        }
         Err(error) => {
             tracing::warn!(%error, "readiness: store does not answer");
             metrics::counter!("cloudly_store_errors_total").increment(1);
@@ -165,7 +167,9 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
             metrics::counter!("cloudly_requests_total", "method" => "-", "outcome" => "body-too-large").increment(1);
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(json!({ "error": { "text": "request body too large", "data": { "code": "body-too-large" } } })),
+                axum::Json(
+                    json!({ "error": { "text": "request body too large", "data": { "code": "body-too-large" } } }),
+                ),
             )
                 .into_response();
         }
@@ -184,7 +188,9 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     let method_label = if methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
     let started = Instant::now();
     let outcome =
-        match tokio::time::timeout(state.limits.request_timeout, methods::call(&state.controller, method, request)).await {
+        match tokio::time::timeout(state.limits.request_timeout, methods::call(&state.controller, method, request))
+            .await
+        {
             Ok(outcome) => outcome,
             Err(_) => {
                 tracing::warn!(method = %method_label, "request timed out");
@@ -198,7 +204,8 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     if code == "store-unavailable" {
         metrics::counter!("cloudly_store_errors_total").increment(1);
     }
-    metrics::counter!("cloudly_requests_total", "method" => method_label.clone(), "outcome" => code.clone()).increment(1);
+    metrics::counter!("cloudly_requests_total", "method" => method_label.clone(), "outcome" => code.clone())
+        .increment(1);
     metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label.clone())
         .record(started.elapsed().as_secs_f64());
     tracing::info!(method = %method_label, outcome = %code, elapsed_ms = started.elapsed().as_millis() as u64, "typed request");

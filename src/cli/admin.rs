@@ -278,7 +278,8 @@ pub enum IngressCommand {
 }
 
 fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
     serde_json::from_str(&text).map_err(|error| anyhow::anyhow!("{} is not JSON: {error}", path.display()))
 }
 
@@ -316,7 +317,11 @@ pub fn run(command: AdminCommand) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Outcome::Refused(error)) => {
-            eprintln!("{}", serde_json::to_string_pretty(&json!({ "error": { "text": error.text, "data": error.data } })).expect("JSON serializes"));
+            eprintln!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "error": { "text": error.text, "data": error.data } }))
+                    .expect("JSON serializes")
+            );
             ExitCode::from(1)
         }
         Err(Outcome::Failed(error)) => {
@@ -365,7 +370,9 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
             ClusterCommand::Get { id, connection } => {
                 Ok(Session::open(&connection)?.call("getCluster", json!({ "clusterId": id })).await?)
             }
-            ClusterCommand::List { connection } => Ok(Session::open(&connection)?.call("listClusters", json!({})).await?),
+            ClusterCommand::List { connection } => {
+                Ok(Session::open(&connection)?.call("listClusters", json!({})).await?)
+            }
         },
         AdminCommand::Node(command) => match command {
             NodeCommand::Put { cluster, file, rotate, connection } => {
@@ -391,7 +398,8 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
                 Ok(Session::open(&connection)?.call("getServiceRuntimeSpec", request).await?)
             }
             ServiceCommand::Delete { cluster, service, expected_revision, connection } => {
-                let request = json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision });
+                let request =
+                    json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision });
                 Ok(Session::open(&connection)?.call("deleteService", request).await?)
             }
         },
@@ -399,7 +407,9 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
             IngressCommand::Designate { cluster, service, mutation_id, connection } => {
                 let session = Session::open(&connection)?;
                 let stored = session.call("getCluster", json!({ "clusterId": cluster })).await?;
-                let spec = session.call("getServiceRuntimeSpec", json!({ "clusterId": cluster, "serviceId": service })).await?;
+                let spec = session
+                    .call("getServiceRuntimeSpec", json!({ "clusterId": cluster, "serviceId": service }))
+                    .await?;
                 let current = session.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
                 let expected = match &current["designation"] {
                     Value::Null => Value::Null,
@@ -422,9 +432,9 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
                 } });
                 Ok(session.call("designateClusterIngress", request).await?)
             }
-            IngressCommand::Get { cluster, connection } => {
-                Ok(Session::open(&connection)?.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?)
-            }
+            IngressCommand::Get { cluster, connection } => Ok(Session::open(&connection)?
+                .call("getClusterIngressDesignation", json!({ "clusterId": cluster }))
+                .await?),
             IngressCommand::List { cluster, from_generation, limit, connection } => {
                 let mut request = json!({ "clusterId": cluster });
                 if let Some(from) = from_generation {

@@ -18,9 +18,13 @@ fn snapshot_as<T: DigestedRecord>(value: &Value) -> Result<Value, Rejected> {
 pub fn validate(kind: RecordKind, value: &Value) -> Vec<String> {
     match kind {
         RecordKind::ClusterIngressDesignation => designation::validate_cluster_ingress_designation(value),
-        RecordKind::ClusterIngressDesignationRequest => designation::validate_cluster_ingress_designation_request(value),
+        RecordKind::ClusterIngressDesignationRequest => {
+            designation::validate_cluster_ingress_designation_request(value)
+        }
         RecordKind::RuntimeLocalStorageClaim => storage_claim::validate_runtime_local_storage_claim(value),
-        RecordKind::RuntimeNetworkProjection => network::projection::validate_runtime_network_projection_violations(value),
+        RecordKind::RuntimeNetworkProjection => {
+            network::projection::validate_runtime_network_projection_violations(value)
+        }
         RecordKind::RuntimeNetworkLease => network::lease::validate_runtime_network_lease(value),
         RecordKind::RuntimeNetworkAddressPlan => network::address_plan::validate_runtime_network_address_plan(value),
         RecordKind::RuntimeNetworkProtectedAuthority => {

@@ -116,28 +116,28 @@ impl ClusterSpec {
 /// Reads a cluster, naming every violation.
 pub fn parse_cluster(value: &Value) -> Result<ClusterSpec, Vec<String>> {
     let path = "cluster";
-    let record = Record::exact(
-        value,
-        &["id", "organizationId", "runtime", "relayOrigin", "fleetCutoverIngressDesignation"],
-    )
-    .map_err(|_| Violations::exact_schema(path))?;
+    let record =
+        Record::exact(value, &["id", "organizationId", "runtime", "relayOrigin", "fleetCutoverIngressDesignation"])
+            .map_err(|_| Violations::exact_schema(path))?;
     let mut violations = Violations::new(path);
     let id = violations.field(&record, "id", "must be an Id", reader::id);
     let organization_id = violations.field(&record, "organizationId", "must be an Id", reader::id);
-    let runtime = violations.field(&record, "runtime", "must be { phase: swarm|cutover|pallet, generation ≥ 1 }", |value| {
-        let runtime = Record::exact(value, &["phase", "generation"])?;
-        Ok(ClusterRuntime {
-            phase: runtime.read("phase", |value| RuntimePhase::parse(reader::string(value)?).ok_or(Invalid))?,
-            generation: runtime.read("generation", reader::generation)?,
-        })
-    });
-    let relay_origin = violations.field(&record, "relayOrigin", "must be null or a canonical http(s) origin", |value| {
-        reader::nullable(value, |value| {
-            let origin = reader::string(value)?;
-            reader::require(is_canonical_origin(origin))?;
-            Ok(origin.to_owned())
-        })
-    });
+    let runtime =
+        violations.field(&record, "runtime", "must be { phase: swarm|cutover|pallet, generation ≥ 1 }", |value| {
+            let runtime = Record::exact(value, &["phase", "generation"])?;
+            Ok(ClusterRuntime {
+                phase: runtime.read("phase", |value| RuntimePhase::parse(reader::string(value)?).ok_or(Invalid))?,
+                generation: runtime.read("generation", reader::generation)?,
+            })
+        });
+    let relay_origin =
+        violations.field(&record, "relayOrigin", "must be null or a canonical http(s) origin", |value| {
+            reader::nullable(value, |value| {
+                let origin = reader::string(value)?;
+                reader::require(is_canonical_origin(origin))?;
+                Ok(origin.to_owned())
+            })
+        });
     let fleet = violations.field(
         &record,
         "fleetCutoverIngressDesignation",
@@ -205,7 +205,8 @@ pub struct NodeSpec {
 /// Reads a node, naming every violation.
 pub fn parse_node(value: &Value) -> Result<NodeSpec, Vec<String>> {
     let path = "node";
-    let record = Record::exact(value, &["id", "runtimeNamespace", "hostAddresses"]).map_err(|_| Violations::exact_schema(path))?;
+    let record = Record::exact(value, &["id", "runtimeNamespace", "hostAddresses"])
+        .map_err(|_| Violations::exact_schema(path))?;
     let mut violations = Violations::new(path);
     let id = violations.field(&record, "id", "must be a node id (a DNS label)", reader::node_id);
     let runtime_namespace = violations.field(&record, "runtimeNamespace", "must be an Id", reader::id);
@@ -351,7 +352,17 @@ pub fn parse_service_spec_body(value: &Value) -> Result<ServiceSpecBody, Vec<Str
     let path = "spec";
     let record = Record::exact(
         value,
-        &["clusterId", "serviceId", "organizationId", "image", "replicas", "placement", "ports", "environment", "volumes"],
+        &[
+            "clusterId",
+            "serviceId",
+            "organizationId",
+            "image",
+            "replicas",
+            "placement",
+            "ports",
+            "environment",
+            "volumes",
+        ],
     )
     .map_err(|_| Violations::exact_schema(path))?;
     read_spec_body(&record, path)
@@ -378,14 +389,22 @@ fn read_spec_body(record: &Record<'_>, path: &'static str) -> Result<ServiceSpec
             strictly_ascending(&node_ids, |left, right| left.as_str().as_bytes().cmp(right.as_str().as_bytes()))?;
             Ok(Placement { node_ids })
         });
-    let ports = violations.field(record, "ports", "must be { protocol, port } entries sorted by [protocol, port], unique", |value| {
-        let ports = reader::list(value, MAXIMUM_SPEC_PORTS, |value| {
-            let port = Record::exact(value, &["protocol", "port"])?;
-            Ok(ServicePort { protocol: port.read("protocol", reader::protocol)?, port: port.read("port", reader::port)? })
-        })?;
-        strictly_ascending(&ports, Ord::cmp)?;
-        Ok(ports)
-    });
+    let ports = violations.field(
+        record,
+        "ports",
+        "must be { protocol, port } entries sorted by [protocol, port], unique",
+        |value| {
+            let ports = reader::list(value, MAXIMUM_SPEC_PORTS, |value| {
+                let port = Record::exact(value, &["protocol", "port"])?;
+                Ok(ServicePort {
+                    protocol: port.read("protocol", reader::protocol)?,
+                    port: port.read("port", reader::port)?,
+                })
+            })?;
+            strictly_ascending(&ports, Ord::cmp)?;
+            Ok(ports)
+        },
+    );
     let environment = violations.field(
         record,
         "environment",
@@ -408,11 +427,12 @@ fn read_spec_body(record: &Record<'_>, path: &'static str) -> Result<ServiceSpec
     {
         violations.fail("environment", "must not set a name of clusterIngressEnvironmentNames (reserved)");
     }
-    let volumes = violations.field(record, "volumes", "must be valid volumes sorted by id, unique, at most 64", |value| {
-        let volumes = reader::list(value, MAXIMUM_VOLUMES, read_volume)?;
-        strictly_ascending(&volumes, |left, right| left.id.as_str().as_bytes().cmp(right.id.as_str().as_bytes()))?;
-        Ok(volumes)
-    });
+    let volumes =
+        violations.field(record, "volumes", "must be valid volumes sorted by id, unique, at most 64", |value| {
+            let volumes = reader::list(value, MAXIMUM_VOLUMES, read_volume)?;
+            strictly_ascending(&volumes, |left, right| left.id.as_str().as_bytes().cmp(right.id.as_str().as_bytes()))?;
+            Ok(volumes)
+        });
     match (cluster_id, service_id, organization_id, image, replicas, placement, ports, environment, volumes) {
         (
             Some(cluster_id),
@@ -460,7 +480,8 @@ fn read_volume(value: &Value) -> Parsed<VolumeSpec> {
                 })
             })
         })?,
-        mount_options: volume.read("mountOptions", |value| reader::list(value, 64, |value| bounded_text(value, 1, 256)))?,
+        mount_options: volume
+            .read("mountOptions", |value| reader::list(value, 64, |value| bounded_text(value, 1, 256)))?,
         initialization: volume.read("initialization", |value| {
             let kind = value.get("kind").and_then(Value::as_str).ok_or(Invalid)?;
             match kind {

@@ -48,13 +48,16 @@ fn fresh_id(prefix: &str) -> Id {
 
 impl Controller {
     /// `designateClusterIngress`: `{ identity, designation }` → `{ designation, spec, replayed }`.
-    pub async fn designate_cluster_ingress(&self, request: &Map<String, Value>) -> Result<DesignationAnswer, DomainError> {
+    pub async fn designate_cluster_ingress(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<DesignationAnswer, DomainError> {
         let caller = self.authorize(request, Access::Designate)?;
         request_members(request, &["designation"], &[])?;
         let designation_request = snapshot_cluster_ingress_designation_request(&request["designation"])
             .map_err(|rejected| DomainError::RequestInvalid(vec![rejected.to_string()]))?;
-        let request_canonical =
-            canonical(&serde_json::to_value(&designation_request).expect("requests serialize")).expect("requests are canonical");
+        let request_canonical = canonical(&serde_json::to_value(&designation_request).expect("requests serialize"))
+            .expect("requests are canonical");
 
         // A racing request with the same mutation id may commit between our replay read and our
         // transaction; the store then answers `MutationExists` and the second pass replays it.
@@ -82,22 +85,24 @@ impl Controller {
             let accepted_at = self.clock.now_ms();
             let secret_key = self.keys.secret_key();
             let judge = |facts: &DesignationFacts| {
-                judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(|designation| {
-                    let secret_version = &designation.credential.secret_version;
-                    let secret = secrets::seal_with_nonce(
-                        secret_key,
-                        &secret_version.secret_id,
-                        &secret_version.secret_version_id,
-                        &bearer,
-                        nonce,
-                    );
-                    DesignationWrite {
-                        designation,
-                        secret,
-                        mutation_id: designation_request.mutation_id.clone(),
-                        request_canonical: request_canonical.clone(),
-                    }
-                })
+                judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(
+                    |designation| {
+                        let secret_version = &designation.credential.secret_version;
+                        let secret = secrets::seal_with_nonce(
+                            secret_key,
+                            &secret_version.secret_id,
+                            &secret_version.secret_version_id,
+                            &bearer,
+                            nonce,
+                        );
+                        DesignationWrite {
+                            designation,
+                            secret,
+                            mutation_id: designation_request.mutation_id.clone(),
+                            request_canonical: request_canonical.clone(),
+                        }
+                    },
+                )
             };
             let commit = self
                 .store
@@ -141,7 +146,10 @@ impl Controller {
 
     /// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }` →
     /// `{ designations, nextGeneration }`, oldest first.
-    pub async fn list_cluster_ingress_designations(&self, request: &Map<String, Value>) -> Result<DesignationPage, DomainError> {
+    pub async fn list_cluster_ingress_designations(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<DesignationPage, DomainError> {
         self.authorize(request, Access::Read)?;
         request_members(request, &["clusterId"], &["fromGeneration", "limit"])?;
         let cluster_id = id_member(request, "clusterId")?;

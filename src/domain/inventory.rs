@@ -106,7 +106,10 @@ impl Controller {
     }
 
     /// `putServiceRuntimeSpec`: `{ identity, spec, expectedRevision }` → `{ spec }`.
-    pub async fn put_service_runtime_spec(&self, request: &Map<String, Value>) -> Result<ServiceRuntimeSpec, DomainError> {
+    pub async fn put_service_runtime_spec(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<ServiceRuntimeSpec, DomainError> {
         self.authorize(request, Access::Admin)?;
         request_members(request, &["spec", "expectedRevision"], &[])?;
         let body = parse_service_spec_body(member(request, "spec")).map_err(DomainError::RequestInvalid)?;
@@ -120,7 +123,10 @@ impl Controller {
     }
 
     /// `getServiceRuntimeSpec`: `{ identity, clusterId, serviceId, revision? }` → `{ spec }`.
-    pub async fn get_service_runtime_spec(&self, request: &Map<String, Value>) -> Result<ServiceRuntimeSpec, DomainError> {
+    pub async fn get_service_runtime_spec(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<ServiceRuntimeSpec, DomainError> {
         self.authorize(request, Access::Read)?;
         request_members(request, &["clusterId", "serviceId"], &["revision"])?;
         let cluster_id = id_member(request, "clusterId")?;

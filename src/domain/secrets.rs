@@ -88,7 +88,12 @@ pub fn fresh_nonce() -> Result<[u8; 24], SealError> {
 }
 
 /// Seals `bearer` for the secret version with a fresh nonce.
-pub fn seal(key: &[u8; 32], secret_id: &Id, secret_version_id: &Id, bearer: &Bearer) -> Result<SealedSecret, SealError> {
+pub fn seal(
+    key: &[u8; 32],
+    secret_id: &Id,
+    secret_version_id: &Id,
+    bearer: &Bearer,
+) -> Result<SealedSecret, SealError> {
     Ok(seal_with_nonce(key, secret_id, secret_version_id, bearer, fresh_nonce()?))
 }
 

@@ -24,10 +24,10 @@ use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
-use sqlx::{Connection, Row};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{Connection, Row};
 use std::str::FromStr;
 use std::time::Duration;
 

@@ -42,7 +42,11 @@ impl TestDatabase {
             Backend::Sqlite => {
                 let dir = std::env::temp_dir().join(format!("cloudly-test-{unique}"));
                 std::fs::create_dir_all(&dir).unwrap();
-                TestDatabase { url: format!("sqlite://{}", dir.join("cloudly.db").display()), name: None, dir: Some(dir) }
+                TestDatabase {
+                    url: format!("sqlite://{}", dir.join("cloudly.db").display()),
+                    name: None,
+                    dir: Some(dir),
+                }
             }
             Backend::Postgres => {
                 let admin = pg_admin_url();
@@ -124,8 +128,14 @@ impl TestService {
             identity_type: IdentityType::Human,
             role,
         };
-        issue_identity(&self.keys.identity, &subject, self.clock.now_ms(), 86_400_000, &uuid::Uuid::new_v4().to_string())
-            .unwrap()
+        issue_identity(
+            &self.keys.identity,
+            &subject,
+            self.clock.now_ms(),
+            86_400_000,
+            &uuid::Uuid::new_v4().to_string(),
+        )
+        .unwrap()
     }
 
     pub fn admin(&self) -> Value {
@@ -133,7 +143,12 @@ impl TestService {
     }
 
     /// Calls `method` with `request` plus `identity`.
-    pub async fn call_as(&self, identity: &Value, method: &str, mut request: Value) -> Result<Value, cloudly::client::TypedError> {
+    pub async fn call_as(
+        &self,
+        identity: &Value,
+        method: &str,
+        mut request: Value,
+    ) -> Result<Value, cloudly::client::TypedError> {
         request["identity"] = identity.clone();
         match self.client.call(method, request).await {
             Ok(response) => Ok(response),
@@ -145,7 +160,9 @@ impl TestService {
     /// Calls `method` as administrator and expects success.
     pub async fn admin_call(&self, method: &str, request: Value) -> Value {
         let admin = self.admin();
-        self.call_as(&admin, method, request).await.unwrap_or_else(|error| panic!("{method}: {} {}", error.text, error.data))
+        self.call_as(&admin, method, request)
+            .await
+            .unwrap_or_else(|error| panic!("{method}: {} {}", error.text, error.data))
     }
 
     /// Creates organization `org`, Pallet cluster `cluster` (runtime generation 3, a relay
@@ -167,8 +184,11 @@ impl TestService {
             )
             .await;
         }
-        self.admin_call("putServiceRuntimeSpec", json!({ "spec": spec_body(cluster, service), "expectedRevision": null }))
-            .await["spec"]
+        self.admin_call(
+            "putServiceRuntimeSpec",
+            json!({ "spec": spec_body(cluster, service), "expectedRevision": null }),
+        )
+        .await["spec"]
             .clone()
     }
 

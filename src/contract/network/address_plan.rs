@@ -213,7 +213,8 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
     let revision = field(violations, generation(get("revision")), "revision must be a generation (an integer ≥ 1)");
 
     // Cross-field rules only trust a field that was read and holds its own rules.
-    let prefixes = field(violations, list(get("prefixes"), usize::MAX, ipv4_prefix), "prefixes must be a list of IPv4 prefixes");
+    let prefixes =
+        field(violations, list(get("prefixes"), usize::MAX, ipv4_prefix), "prefixes must be a list of IPv4 prefixes");
     let mut prefixes_valid = false;
     if let Some(prefixes) = &prefixes {
         let sorted = prefixes.windows(2).all(|pair| pair[0] < pair[1]);
@@ -232,7 +233,8 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
         let mut organizations = HashSet::with_capacity(pools.len());
         let failure = if !ascending_ids(pools.iter().map(|pool| &pool.id)) {
             Some("pools must be sorted by id")
-        } else if valid_prefixes.is_some_and(|prefixes| !pools.iter().all(|pool| inside_sorted(prefixes, pool.prefix))) {
+        } else if valid_prefixes.is_some_and(|prefixes| !pools.iter().all(|pool| inside_sorted(prefixes, pool.prefix)))
+        {
             Some("every pool must lie inside prefixes")
         } else if !disjoint(&mut pools.iter().map(|pool| pool.prefix).collect::<Vec<_>>()) {
             Some("pools must not overlap")
@@ -254,13 +256,14 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
     }
     let valid_vpn = vpn.filter(|_| vpn_valid);
 
-    let hubs = field(violations, list(get("hubs"), usize::MAX, Hub::read), "hubs must be a list of { id, address, port }");
+    let hubs =
+        field(violations, list(get("hubs"), usize::MAX, Hub::read), "hubs must be a list of { id, address, port }");
     if let Some(hubs) = &hubs {
         let failure = if !ascending_ids(hubs.iter().map(|hub| &hub.id)) {
             Some("hubs must be sorted by id")
-        } else if valid_vpn.is_some_and(|vpn| {
-            !hubs.iter().all(|hub| vpn.is_some_and(|vpn| vpn.hub_prefix.contains(hub.address)))
-        }) {
+        } else if valid_vpn
+            .is_some_and(|vpn| !hubs.iter().all(|hub| vpn.is_some_and(|vpn| vpn.hub_prefix.contains(hub.address))))
+        {
             Some("every hub address must lie inside vpn.hubPrefix")
         } else {
             None
@@ -278,19 +281,24 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
         let hub_ids: Option<HashSet<&Id>> = hubs.as_ref().map(|hubs| hubs.iter().map(|hub| &hub.id).collect());
         let failure = if !ascending_ids(endpoints.iter().map(|endpoint| &endpoint.id)) {
             Some("platformEndpoints must be sorted by id")
-        } else if !endpoints.iter().all(|endpoint| sockets.insert((endpoint.address, endpoint.port, endpoint.protocol))) {
+        } else if !endpoints.iter().all(|endpoint| sockets.insert((endpoint.address, endpoint.port, endpoint.protocol)))
+        {
             Some("each platform endpoint address:port:protocol must be unique")
-        } else if valid_prefixes.is_some_and(|prefixes| {
-            !endpoints.iter().all(|endpoint| inside_sorted(prefixes, single(endpoint.address)))
-        }) {
+        } else if valid_prefixes
+            .is_some_and(|prefixes| !endpoints.iter().all(|endpoint| inside_sorted(prefixes, single(endpoint.address))))
+        {
             Some("every platform endpoint address must lie inside prefixes")
         } else if pools.as_ref().is_some_and(|pools| {
             endpoints.iter().any(|endpoint| pools.iter().any(|pool| pool.prefix.contains(endpoint.address)))
         }) {
             Some("no platform endpoint address may lie inside a pool")
-        } else if valid_vpn.flatten().is_some_and(|vpn| endpoints.iter().any(|endpoint| vpn.contains(endpoint.address))) {
+        } else if valid_vpn.flatten().is_some_and(|vpn| endpoints.iter().any(|endpoint| vpn.contains(endpoint.address)))
+        {
             Some("no platform endpoint address may lie inside the VPN prefixes")
-        } else if hub_ids.as_ref().is_some_and(|hub_ids| endpoints.iter().any(|endpoint| hub_ids.contains(&endpoint.id))) {
+        } else if hub_ids
+            .as_ref()
+            .is_some_and(|hub_ids| endpoints.iter().any(|endpoint| hub_ids.contains(&endpoint.id)))
+        {
             Some("platform endpoint ids must differ from hub ids")
         } else if hubs.as_ref().map_or(0, Vec::len) + endpoints.len() > MAXIMUM_PLATFORM_ENDPOINTS {
             Some("hubs and platformEndpoints must hold at most 64 entries together")
@@ -435,7 +443,10 @@ fn change_violations(previous: &RuntimeNetworkAddressPlan, next: &PlanReading) -
         let kept = |check: fn(&AddressPool, &AddressPool) -> bool| {
             previous.pools.iter().all(|old| by_id.get(&old.id).is_none_or(|new| check(old, new)))
         };
-        name(!previous.pools.iter().all(|old| by_id.contains_key(&old.id)), "a pool of the previous revision is missing");
+        name(
+            !previous.pools.iter().all(|old| by_id.contains_key(&old.id)),
+            "a pool of the previous revision is missing",
+        );
         name(
             !kept(|old, new| old.organization_id == new.organization_id),
             "a pool of the previous revision changed its organization",
@@ -452,7 +463,10 @@ fn change_violations(previous: &RuntimeNetworkAddressPlan, next: &PlanReading) -
         let by_id: HashMap<&Id, &Hub> = hubs.iter().map(|hub| (&hub.id, hub)).collect();
         name(!previous.hubs.iter().all(|old| by_id.contains_key(&old.id)), "a hub of the previous revision is missing");
         name(
-            !previous.hubs.iter().all(|old| by_id.get(&old.id).is_none_or(|new| new.address == old.address && new.port == old.port)),
+            !previous
+                .hubs
+                .iter()
+                .all(|old| by_id.get(&old.id).is_none_or(|new| new.address == old.address && new.port == old.port)),
             "a hub of the previous revision moved",
         );
     }
@@ -502,7 +516,10 @@ mod tests {
         let endpoints = compose_runtime_network_platform_endpoints(&plan).unwrap();
         let ids: Vec<&str> = endpoints.iter().map(|endpoint| endpoint.id.as_str()).collect();
         assert_eq!(ids, ["corestore", "hub-a", "relay-listener"]);
-        assert_eq!(serde_json::to_value(&endpoints[1]).unwrap(), json!({ "id": "hub-a", "address": "192.0.2.1", "protocol": "udp", "port": 51820 }));
+        assert_eq!(
+            serde_json::to_value(&endpoints[1]).unwrap(),
+            json!({ "id": "hub-a", "address": "192.0.2.1", "protocol": "udp", "port": 51820 })
+        );
     }
 
     #[test]
@@ -530,7 +547,10 @@ mod tests {
             ["every platform endpoint address must lie inside prefixes"]
         );
         let in_pool = resealed(seed_example(), |plan| plan["platformEndpoints"][0]["address"] = json!("10.64.0.1"));
-        assert_eq!(validate_runtime_network_address_plan(&in_pool), ["no platform endpoint address may lie inside a pool"]);
+        assert_eq!(
+            validate_runtime_network_address_plan(&in_pool),
+            ["no platform endpoint address may lie inside a pool"]
+        );
         let mut tampered = seed_example();
         tampered["revision"] = json!(2);
         assert_eq!(validate_runtime_network_address_plan(&tampered), [DIGEST_VIOLATION]);

@@ -109,9 +109,10 @@ pub(super) fn digest_matches(output: &[u8; 32], stated: &str) -> bool {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let Some(hex) = stated.as_bytes().strip_prefix(b"sha256:") else { return false };
     hex.len() == 64
-        && output.iter().zip(hex.chunks_exact(2)).all(|(byte, pair)| {
-            pair[0] == HEX[(byte >> 4) as usize] && pair[1] == HEX[(byte & 0x0f) as usize]
-        })
+        && output
+            .iter()
+            .zip(hex.chunks_exact(2))
+            .all(|(byte, pair)| pair[0] == HEX[(byte >> 4) as usize] && pair[1] == HEX[(byte & 0x0f) as usize])
 }
 
 #[cfg(test)]

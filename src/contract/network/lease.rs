@@ -275,7 +275,8 @@ mod tests {
 
     #[test]
     fn the_lease_address_rule_is_part_of_the_schema() {
-        for (address, subnet) in [("10.64.0.10", "10.64.0.8/30"), ("10.64.0.9", "10.64.0.8/29"), ("10.64.0.8", "10.64.0.8/30")]
+        for (address, subnet) in
+            [("10.64.0.10", "10.64.0.8/30"), ("10.64.0.9", "10.64.0.8/29"), ("10.64.0.8", "10.64.0.8/30")]
         {
             let mut value = lease();
             value["ipv4"] = json!({ "address": address, "linkSubnet": subnet });
@@ -286,6 +287,9 @@ mod tests {
         assert_eq!(validate_runtime_network_lease(&value), vec!["runtime network lease digest does not match"]);
         let mut value = lease();
         value["generation"] = json!(2);
-        assert_eq!(validate_runtime_network_lease(&value), vec!["runtime network lease must use its exact canonical schema"]);
+        assert_eq!(
+            validate_runtime_network_lease(&value),
+            vec!["runtime network lease must use its exact canonical schema"]
+        );
     }
 }

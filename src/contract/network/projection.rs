@@ -20,7 +20,9 @@
 //! whose off-node endpoints are the other side of no grant.
 
 use super::authority::{PlatformEndpoint, RuntimeNetworkProtectedAuthority, check_platform_endpoints};
-use super::canonical::{digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_string, push_u64};
+use super::canonical::{
+    digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_string, push_u64,
+};
 use super::lease::{LeaseSpan, RuntimeNetworkLease};
 use super::workload_ingress::{PacketGrant, RefKey, WorkloadIngressProjection, reference_in_range};
 use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, digest_canonical_bytes};
@@ -253,7 +255,10 @@ impl RuntimeNetworkProjection {
         let estimate = 1024
             + self.endpoints.len() * 520
             + self.retired_leases.len() * 120
-            + self.workload_ingress.as_ref().map_or(0, |ingress| ingress.grants.len() * 420 + ingress.withdrawals.len() * 320);
+            + self
+                .workload_ingress
+                .as_ref()
+                .map_or(0, |ingress| ingress.grants.len() * 420 + ingress.withdrawals.len() * 320);
         let mut out = Vec::with_capacity(estimate);
         let mut leases = Vec::with_capacity(if record_leases { self.endpoints.len() } else { 0 });
         out.extend_from_slice(b"{\"clusterId\":");
@@ -315,7 +320,7 @@ impl RuntimeNetworkProjection {
 
     /// What the snapshot checks beyond reading fields: revisions, value ranges, bounds, strict
     /// orders, a non-empty `hostPlatformEndpointIds`.
-    fn check_structure(&self) -> Parsed<()> {
+    pub(super) fn check_structure(&self) -> Parsed<()> {
         check_revision(&self.id, self.generation, self.previous.as_ref())?;
         require(self.generation <= MAX_SAFE_INTEGER)?;
         require((1..=MAX_SAFE_INTEGER).contains(&self.protected_authority.generation))?;
@@ -345,7 +350,7 @@ impl RuntimeNetworkProjection {
 
     /// The whole-projection rules of `validateRuntimeNetworkProjection`, on a structurally
     /// checked projection. Every check is `O(n log n)` or better.
-    fn check_rules(&self) -> Parsed<()> {
+    pub(super) fn check_rules(&self) -> Parsed<()> {
         let encoded = self.encode(true);
         require(encoded.bytes.len() + DIGEST_MEMBER_BYTES <= MAXIMUM_CANONICAL_BYTES)?;
 
@@ -455,9 +460,8 @@ fn read_projection(value: &Value) -> Parsed<RuntimeNetworkProjection> {
         endpoints: record.read("endpoints", |value| list(value, MAXIMUM_ENDPOINTS, read_endpoint))?,
         retired_leases: record.read("retiredLeases", |value| list(value, usize::MAX, AuthorityReference::read))?,
         workload_ingress: record.read_optional("workloadIngress", WorkloadIngressProjection::read)?,
-        host_platform_endpoint_ids: record.read_optional("hostPlatformEndpointIds", |value| {
-            list(value, MAXIMUM_HOST_PLATFORM_ENDPOINT_IDS, id)
-        })?,
+        host_platform_endpoint_ids: record
+            .read_optional("hostPlatformEndpointIds", |value| list(value, MAXIMUM_HOST_PLATFORM_ENDPOINT_IDS, id))?,
         digest: record.read("digest", digest)?,
     };
     projection.check_structure()?;
@@ -728,7 +732,11 @@ mod tests {
         assert_eq!(built.validate(), Ok(()));
         assert_eq!(validate_runtime_network_projection(&value), Ok(built.clone()));
         assert_eq!(built.withdrawals().len(), 30);
-        assert_eq!(admit_projection(None, &built, None), Err(Rejected::of(KIND)), "a first generation has no withdrawals");
+        assert_eq!(
+            admit_projection(None, &built, None),
+            Err(Rejected::of(KIND)),
+            "a first generation has no withdrawals"
+        );
         let mut first = built.clone();
         first.workload_ingress.as_mut().unwrap().withdrawals.clear();
         assert_eq!(admit_projection(None, &first.with_computed_digest(), None), Ok(AdmissionStatus::Accepted));

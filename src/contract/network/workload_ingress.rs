@@ -258,16 +258,28 @@ mod tests {
     use crate::contract::primitives::{Id, Sha256Digest};
 
     fn reference(id: &str, generation: u64, digest_byte: u8) -> AuthorityReference {
-        AuthorityReference { id: Id::parse(id).unwrap(), generation, digest: Sha256Digest::from_bytes(&[digest_byte; 32]) }
+        AuthorityReference {
+            id: Id::parse(id).unwrap(),
+            generation,
+            digest: Sha256Digest::from_bytes(&[digest_byte; 32]),
+        }
     }
 
     #[test]
     fn packet_grant_order_is_the_order_of_the_canonical_bytes() {
         let mut grants = Vec::new();
-        for lease in [reference("a", 1, 1), reference("a", 12, 1), reference("a", 9, 1), reference("a-", 1, 1), reference("ab", 1, 1), reference("b", 1, 0)] {
+        for lease in [
+            reference("a", 1, 1),
+            reference("a", 12, 1),
+            reference("a", 9, 1),
+            reference("a-", 1, 1),
+            reference("ab", 1, 1),
+            reference("b", 1, 0),
+        ] {
             for port in [1u16, 9, 10, 443, 8080, 10000, 65535] {
                 for protocol in [Protocol::Tcp, Protocol::Udp] {
-                    for source in [reference("ingress", 1, 7), reference("ingress", 10, 7), reference("ingress.", 2, 3)] {
+                    for source in [reference("ingress", 1, 7), reference("ingress", 10, 7), reference("ingress.", 2, 3)]
+                    {
                         grants.push(PacketGrant {
                             source,
                             destination: PacketGrantDestination { lease: lease.clone(), protocol, port },
@@ -276,13 +288,18 @@ mod tests {
                 }
             }
         }
-        let texts: Vec<String> = grants.iter().map(|grant| canonical(&serde_json::to_value(grant).unwrap()).unwrap()).collect();
+        let texts: Vec<String> =
+            grants.iter().map(|grant| canonical(&serde_json::to_value(grant).unwrap()).unwrap()).collect();
         for (left, left_text) in grants.iter().zip(&texts) {
             let mut written = Vec::new();
             left.write_canonical(&mut written);
             assert_eq!(written, left_text.as_bytes());
             for (right, right_text) in grants.iter().zip(&texts) {
-                assert_eq!(left.canonical_cmp(right), left_text.as_bytes().cmp(right_text.as_bytes()), "{left_text} {right_text}");
+                assert_eq!(
+                    left.canonical_cmp(right),
+                    left_text.as_bytes().cmp(right_text.as_bytes()),
+                    "{left_text} {right_text}"
+                );
             }
         }
     }

@@ -1,0 +1,106 @@
+//! The README's operator flow with the real binary: `cloudly serve` on a fresh data directory
+//! (SQLite by default, and PostgreSQL) writes keys and the bootstrap administrator identity; with
+//! that identity the CLI creates an organization, a Pallet cluster, a node, a service spec and
+//! designates the service, then reads the designation back.
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::service::{Backend, TestDatabase};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples")
+}
+
+fn serve(data_dir: &Path, database_url: Option<&str>) -> (Child, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cloudly"));
+    command.args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"]).env("CLOUDLY_DATA_DIR", data_dir);
+    command.env_remove("CLOUDLY_DATABASE_URL");
+    if let Some(url) = database_url {
+        command.env("CLOUDLY_DATABASE_URL", url);
+    }
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(event) = serde_json::from_str::<Value>(&line)
+                && event["message"] == "cloudly serving"
+            {
+                let _ = sender.send(event["address"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let address = receiver.recv_timeout(Duration::from_secs(60)).expect("cloudly serve prints its address");
+    (child, format!("http://{address}"))
+}
+
+fn cli(url: &str, identity: &Path, args: &[&str]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(args)
+        .env("CLOUDLY_URL", url)
+        .env("CLOUDLY_IDENTITY", identity)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "cloudly {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
+}
+
+fn operator_flow(data_dir: &Path, database_url: Option<&str>) {
+    let (mut child, url) = serve(data_dir, database_url);
+    let identity = data_dir.join("admin-identity.json");
+    assert!(identity.is_file(), "the bootstrap identity is written on first start");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&identity).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let file = |name: &str| examples().join(name).display().to_string();
+    cli(&url, &identity, &["org", "put", "--id", "org", "--name", "Example Org"]);
+    let cluster = cli(&url, &identity, &["cluster", "put", "-f", &file("cluster.json")]);
+    assert_eq!(cluster["cluster"]["revision"], 1);
+    let node = cli(&url, &identity, &["node", "put", "--cluster", "c1", "-f", &file("node.json")]);
+    assert!(node["bearer"].as_str().is_some_and(|bearer| bearer.starts_with("sznb_")));
+    let spec = cli(&url, &identity, &["service", "put", "-f", &file("ingress-spec.json")]);
+    assert_eq!(spec["spec"]["revision"], 1);
+    let designated = cli(&url, &identity, &["ingress", "designate", "--cluster", "c1", "--service", "ingress"]);
+    assert_eq!(designated["designation"]["generation"], 1);
+    let rotated = cli(&url, &identity, &["ingress", "designate", "--cluster", "c1", "--service", "ingress"]);
+    assert_eq!(rotated["designation"]["generation"], 2);
+    let current = cli(&url, &identity, &["ingress", "get", "--cluster", "c1"]);
+    assert_eq!(current["designation"], rotated["designation"]);
+    let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1"]);
+    assert_eq!(chain["designations"].as_array().unwrap().len(), 2);
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn the_readme_flow_works_on_sqlite_with_nothing_configured() {
+    let data_dir = std::env::temp_dir().join(format!("cloudly-flow-{}", uuid::Uuid::new_v4().simple()));
+    operator_flow(&data_dir, None);
+    assert!(data_dir.join("cloudly.db").is_file(), "SQLite is the default store");
+    assert!(data_dir.join("keys/identity.ed25519").is_file());
+    std::fs::remove_dir_all(data_dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_flow_works_on_postgres() {
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let data_dir = std::env::temp_dir().join(format!("cloudly-flow-{}", uuid::Uuid::new_v4().simple()));
+    let url = database.url.clone();
+    let dir = data_dir.clone();
+    tokio::task::spawn_blocking(move || operator_flow(&dir, Some(&url))).await.unwrap();
+    assert!(!data_dir.join("cloudly.db").exists(), "PostgreSQL was used, not SQLite");
+    std::fs::remove_dir_all(data_dir).unwrap();
+    database.drop_now().await;
+}
