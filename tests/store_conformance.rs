@@ -856,7 +856,7 @@ async fn racing_designations_across_two_stores_accept_exactly_one(context: Conte
 async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
     let store = context.migrated().await;
     inventory(&store).await;
-    let (designation, _) = Proposal::new(1, None).accept(store.as_ref()).await;
+    Proposal::new(1, None).accept(store.as_ref()).await;
     context.database.execute("UPDATE clusters SET record = '{\"id\":\"c1\"}' WHERE id = 'c1'").await;
     assert!(matches!(store.get_cluster(&id("c1")).await, Err(StoreError::Corrupt(_))));
     assert!(matches!(store.list_clusters().await, Err(StoreError::Corrupt(_))));
@@ -869,7 +869,6 @@ async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
         .await;
     assert!(matches!(store.current_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
     assert!(matches!(store.list_designations(&id("c1"), 1, 10).await, Err(StoreError::Corrupt(_))));
-    let _ = designation;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! and the embedded migrations' bookkeeping. No SQL lives here.
 
 use super::{DesignationWrite, StoreError};
-use crate::contract::designation::{ClusterIngressDesignation, snapshot_cluster_ingress_designation};
+use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};
 use crate::contract::inventory::{
     ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization,
     parse_service_spec_body,
@@ -64,6 +64,41 @@ pub(crate) fn all_applied(migrations: &[EmbeddedMigration], applied: &[AppliedMi
 /// A migration failure, without any connection detail.
 pub(crate) fn migrate_error(error: sqlx::migrate::MigrateError) -> StoreError {
     StoreError::Unavailable(format!("migration failed: {error}"))
+}
+
+/// The columns a cluster row keeps beside its record.
+pub(crate) struct ClusterColumns {
+    pub(crate) organization_id: String,
+    pub(crate) record: String,
+    pub(crate) runtime_phase: &'static str,
+    pub(crate) runtime_generation: i64,
+    pub(crate) relay_origin: Option<String>,
+    pub(crate) fleet_id: Option<String>,
+    pub(crate) fleet_generation: Option<i64>,
+    pub(crate) fleet_digest: Option<String>,
+}
+
+impl ClusterColumns {
+    /// The columns of `cluster`.
+    pub(crate) fn of(cluster: &ClusterSpec) -> Result<Self, StoreError> {
+        let fleet = cluster.fleet_cutover_ingress_designation.as_ref();
+        Ok(ClusterColumns {
+            organization_id: cluster.organization_id.as_str().to_owned(),
+            record: record_text(cluster, "cluster")?,
+            runtime_phase: match cluster.runtime.phase {
+                RuntimePhase::Swarm => "swarm",
+                RuntimePhase::Cutover => "cutover",
+                RuntimePhase::Pallet => "pallet",
+            },
+            runtime_generation: counter_to_sql(cluster.runtime.generation, "runtime generation")?,
+            relay_origin: cluster.relay_origin.clone(),
+            fleet_id: fleet.map(|reference| reference.id.as_str().to_owned()),
+            fleet_generation: fleet
+                .map(|reference| counter_to_sql(reference.generation, "fleet designation generation"))
+                .transpose()?,
+            fleet_digest: fleet.map(|reference| reference.digest.as_str().to_owned()),
+        })
+    }
 }
 
 /// A counter as an SQL integer. Counters are at most 2^53 − 1; a larger one is refused.

@@ -246,6 +246,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Creates or updates a node. `new_bearer_hash` replaces the bearer hash; it is required
     /// when the node does not exist yet. Answers the node and whether it was created.
+    /// `Missing(Cluster)` when the cluster does not exist; creating a node without a bearer hash
+    /// is a programming error, answered as [`StoreError::Corrupt`] with nothing written.
     async fn put_node(
         &self,
         cluster_id: &Id,
@@ -261,13 +263,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Writes a new revision of a service spec by compare-and-swap on the current revision
     /// (`None` to create). Every revision stays readable.
+    ///
+    /// `Missing(Cluster)` when `body.cluster_id` does not exist. Creating answers revision 1, or
+    /// continues the numbering of a deleted service; it is a `RevisionConflict` with the current
+    /// revision when the service exists. Replacing a service that does not exist (or is deleted)
+    /// is a `RevisionConflict { current: None }`.
     async fn put_service_spec(
         &self,
         body: &ServiceSpecBody,
         expected_revision: Option<u64>,
     ) -> Result<PutOutcome<ServiceRuntimeSpec>, StoreError>;
 
-    /// The current spec of a service (`revision = None`) or that revision.
+    /// The current spec of a service (`revision = None`; `None` when the service is deleted) or
+    /// that revision (also of a deleted service).
     async fn get_service_spec(
         &self,
         cluster_id: &Id,
@@ -275,7 +283,8 @@ pub trait Store: Send + Sync + 'static {
         revision: Option<u64>,
     ) -> Result<Option<ServiceRuntimeSpec>, StoreError>;
 
-    /// Deletes a service by compare-and-swap on its current revision.
+    /// Deletes a service by compare-and-swap on its current revision. `Missing(Cluster)` or
+    /// `Missing(Service)` (also for a deleted service); `RevisionConflict` with the current one.
     async fn delete_service(
         &self,
         cluster_id: &Id,
@@ -304,6 +313,12 @@ pub trait Store: Send + Sync + 'static {
     /// The designation compare-and-swap: in one transaction, lock the cluster, read the facts,
     /// let `judge` decide, and write everything it decides or nothing. Two racing calls with the
     /// same expected designation end with exactly one write, across processes.
+    ///
+    /// A mutation id already recorded for the cluster answers `MutationExists` without asking the
+    /// judge. For an unknown cluster the judge is asked with `cluster: None` (and nothing can be
+    /// written). An accepted write must be the next generation of the cluster's chain for this
+    /// service and mutation, name the sealed secret, and carry its true digest; otherwise nothing
+    /// is written and the answer is [`StoreError::Corrupt`] (a bug in the judge).
     async fn commit_designation(
         &self,
         cluster_id: &Id,

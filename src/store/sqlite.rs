@@ -13,14 +13,15 @@
 //! connection, so its pool holds exactly one connection that never expires.
 
 use super::codec::{
-    self, AppliedMigration, EmbeddedMigration, check_designation_write, counter_from_sql, counter_to_sql,
-    hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec, record_text,
+    self, AppliedMigration, ClusterColumns, EmbeddedMigration, check_designation_write, counter_from_sql,
+    counter_to_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,
+    record_text,
 };
 use super::{
     Backend, DesignationCommit, DesignationFacts, DesignationJudge, DesignationRefusal, MissingKind, PutOutcome,
     RecordedMutation, SealedSecret, Store, StoreError, StoredCluster, StoredNode, StoredOrganization,
 };
-use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase};
+use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
@@ -73,7 +74,7 @@ impl SqliteStore {
             (options, SqlitePoolOptions::new().max_connections(SQLITE_POOL_SIZE))
         };
         let pool = pool_options
-            .acquire_timeout(Duration::from_secs(30))
+            .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
             .map_err(|error| StoreError::Unavailable(format!("cannot open the SQLite database: {error}")))?;
@@ -89,40 +90,6 @@ impl SqliteStore {
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.pool.close().await;
-    }
-}
-
-/// The columns a cluster row keeps beside its record.
-struct ClusterColumns {
-    organization_id: String,
-    record: String,
-    runtime_phase: &'static str,
-    runtime_generation: i64,
-    relay_origin: Option<String>,
-    fleet_id: Option<String>,
-    fleet_generation: Option<i64>,
-    fleet_digest: Option<String>,
-}
-
-impl ClusterColumns {
-    fn of(cluster: &ClusterSpec) -> Result<Self, StoreError> {
-        let fleet = cluster.fleet_cutover_ingress_designation.as_ref();
-        Ok(ClusterColumns {
-            organization_id: cluster.organization_id.as_str().to_owned(),
-            record: record_text(cluster, "cluster")?,
-            runtime_phase: match cluster.runtime.phase {
-                RuntimePhase::Swarm => "swarm",
-                RuntimePhase::Cutover => "cutover",
-                RuntimePhase::Pallet => "pallet",
-            },
-            runtime_generation: counter_to_sql(cluster.runtime.generation, "runtime generation")?,
-            relay_origin: cluster.relay_origin.clone(),
-            fleet_id: fleet.map(|reference| reference.id.as_str().to_owned()),
-            fleet_generation: fleet
-                .map(|reference| counter_to_sql(reference.generation, "fleet designation generation"))
-                .transpose()?,
-            fleet_digest: fleet.map(|reference| reference.digest.as_str().to_owned()),
-        })
     }
 }
 
@@ -331,7 +298,7 @@ impl Store for SqliteStore {
                 .execute(&mut *transaction)
                 .await?;
                 if inserted.rows_affected() != 1 {
-                    // Another transaction created it after our lock found nothing to lock.
+                    // Cannot happen under the write lock; answered as a conflict all the same.
                     let current = lock_cluster(&mut transaction, &cluster.id).await?.map(|stored| stored.revision);
                     transaction.rollback().await?;
                     return Ok(PutOutcome::RevisionConflict { current });
@@ -373,7 +340,7 @@ impl Store for SqliteStore {
                 .await?;
                 if updated.rows_affected() != 1 {
                     transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the locked cluster row changed under its lock".into()));
+                    return Err(StoreError::Unavailable("the cluster row changed under the write lock".into()));
                 }
                 next
             }
@@ -526,7 +493,7 @@ impl Store for SqliteStore {
                 .await?;
                 if updated.rows_affected() != 1 {
                     transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the service head changed under the cluster lock".into()));
+                    return Err(StoreError::Unavailable("the service head changed under the write lock".into()));
                 }
                 next
             }
