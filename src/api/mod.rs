@@ -84,15 +84,17 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
-/// The application: every route, the body limit and the concurrency limit.
+/// The application: every route; the body limit and the concurrency limit on `/typedrequest`.
 pub fn router(state: AppState) -> Router {
+    // Load shedding guards the API only: health, readiness and metrics must answer under load.
+    let typed_request = post(typed_request)
+        .layer(DefaultBodyLimit::max(state.limits.body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), shed_load));
     Router::new()
-        .route("/typedrequest", post(typed_request))
+        .route("/typedrequest", typed_request)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .layer(DefaultBodyLimit::max(state.limits.body_bytes))
-        .layer(middleware::from_fn_with_state(state.clone(), shed_load))
         .with_state(state)
 }
 

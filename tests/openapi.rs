@@ -1,0 +1,1067 @@
+//! `openapi/openapi.yaml` checked against the code, so it cannot drift (`02-wire.md`, "OpenAPI").
+//!
+//! The document is written in the JSON subset of YAML 1.2 (no YAML parser is in the lock file),
+//! so it is read here with `serde_json`. A small JSON Schema checker (below) holds the real
+//! requests and answers of an in-process controller against the document's schemas; every schema
+//! keyword it does not check is either an annotation or refused by
+//! `the_document_is_an_openapi_3_1_document_the_checker_understands`.
+//!
+//! What is checked against the code:
+//! - the methods (`x-methods`, the per-method schemas, the envelope `oneOf`s) are exactly
+//!   [`METHODS`];
+//! - the error codes are exactly those the code can answer: every [`DomainError`] variant (an
+//!   exhaustive `match`, so a new variant breaks this file's compilation), `unknown-method`, and
+//!   the HTTP-level codes read from real router answers; every `error.data` fits `ErrorData`;
+//! - the paths are exactly `/typedrequest`, `/healthz`, `/readyz`, `/metrics`, and each documented
+//!   status is answered by the router with the documented body;
+//! - for each method, the documented required request members are the domain's (a request with
+//!   no member but `identity` and one unknown member is refused naming exactly those), the
+//!   documented optional members are accepted, and `x-roles` is what the code allows;
+//! - a scripted flow calls every method successfully over the router, and every request envelope,
+//!   answer envelope, response object and error data it sees fits the document.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use cloudly::api::error::{ApiError, UNKNOWN_METHOD_TEXT};
+use cloudly::api::methods::{self, METHODS};
+use cloudly::api::{AppState, Limits, router};
+use cloudly::contract::designation::{ClusterRuntimeReference, RuntimePhase};
+use cloudly::contract::{AuthorityReference, Id, Sha256Digest};
+use cloudly::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
+use cloudly::domain::{Clock, Controller, DomainError, SystemClock};
+use cloudly::keys::ControllerKeys;
+use cloudly::store::{self, MissingKind, SharedStore, SqliteStore, Store};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use tower::ServiceExt;
+
+// ---------------------------------------------------------------------------------------------
+// The document and a small JSON Schema (2020-12 subset) checker.
+
+const DOCUMENT: &str = include_str!("../openapi/openapi.yaml");
+
+fn document() -> &'static Value {
+    static PARSED: OnceLock<Value> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        serde_json::from_str(DOCUMENT)
+            .expect("openapi/openapi.yaml must be written in the JSON subset of YAML (it is read with serde_json)")
+    })
+}
+
+fn schemas() -> &'static Map<String, Value> {
+    document()["components"]["schemas"].as_object().expect("components.schemas is an object")
+}
+
+fn schema(name: &str) -> &'static Value {
+    schemas().get(name).unwrap_or_else(|| panic!("the document has no schema {name}"))
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("expected an array of strings, got {value}"))
+        .iter()
+        .map(|item| item.as_str().unwrap_or_else(|| panic!("expected a string, got {item}")).to_owned())
+        .collect()
+}
+
+fn string_set(value: &Value) -> BTreeSet<String> {
+    strings(value).into_iter().collect()
+}
+
+fn method_set() -> BTreeSet<String> {
+    METHODS.iter().map(|method| (*method).to_owned()).collect()
+}
+
+/// Keywords the checker enforces.
+const CHECKED_KEYWORDS: &[&str] = &[
+    "$ref",
+    "type",
+    "const",
+    "enum",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "items",
+    "required",
+    "properties",
+    "additionalProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+];
+
+/// Keywords that are annotations for this checker. `pattern` is documentation for clients: the
+/// code's own parsers (not regular expressions) are the authority, and no regex crate is a
+/// dependency. `discriminator` is checked separately for consistency with its `oneOf`.
+const ANNOTATION_KEYWORDS: &[&str] = &["description", "title", "discriminator", "pattern", "format", "examples"];
+
+fn resolve(reference: &str) -> &'static Value {
+    let pointer = reference.strip_prefix('#').unwrap_or_else(|| panic!("only local references are used: {reference}"));
+    document().pointer(pointer).unwrap_or_else(|| panic!("dangling reference {reference}"))
+}
+
+fn has_type(value: &Value, name: &str) -> bool {
+    match name {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.as_u64().is_some() || value.as_i64().is_some(),
+        other => panic!("unknown JSON Schema type {other}"),
+    }
+}
+
+/// The violations of `value` against `schema`, each with the JSON path it was found at.
+fn violations(schema: &Value, value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk(schema, value, "$", &mut found);
+    found
+}
+
+fn walk(schema: &Value, value: &Value, at: &str, found: &mut Vec<String>) {
+    let schema = match schema {
+        Value::Bool(true) => return,
+        Value::Bool(false) => {
+            found.push(format!("{at}: no value is allowed here"));
+            return;
+        }
+        Value::Object(schema) => schema,
+        other => panic!("a schema must be an object or a boolean, got {other}"),
+    };
+    if let Some(reference) = schema.get("$ref") {
+        walk(resolve(reference.as_str().expect("$ref is a string")), value, at, found);
+    }
+    if let Some(types) = schema.get("type") {
+        let names = match types {
+            Value::String(name) => vec![name.clone()],
+            other => strings(other),
+        };
+        if !names.iter().any(|name| has_type(value, name)) {
+            found.push(format!("{at}: {value} is not of type {types}"));
+            return;
+        }
+    }
+    if let Some(expected) = schema.get("const")
+        && value != expected
+    {
+        found.push(format!("{at}: {value} is not {expected}"));
+    }
+    if let Some(allowed) = schema.get("enum")
+        && !allowed.as_array().expect("enum is an array").contains(value)
+    {
+        found.push(format!("{at}: {value} is not one of {allowed}"));
+    }
+    let bound = |key: &str| schema.get(key).map(|bound| bound.as_f64().expect("bounds are numbers"));
+    if let Value::String(text) = value {
+        let length = text.chars().count() as f64;
+        if bound("minLength").is_some_and(|minimum| length < minimum)
+            || bound("maxLength").is_some_and(|maximum| length > maximum)
+        {
+            found.push(format!("{at}: the length of {value} is out of bounds"));
+        }
+    }
+    if let Value::Number(number) = value {
+        let number = number.as_f64().expect("numbers are finite");
+        if bound("minimum").is_some_and(|minimum| number < minimum)
+            || bound("maximum").is_some_and(|maximum| number > maximum)
+        {
+            found.push(format!("{at}: {value} is out of bounds"));
+        }
+    }
+    if let Value::Array(items) = value {
+        let count = items.len() as f64;
+        if bound("minItems").is_some_and(|minimum| count < minimum)
+            || bound("maxItems").is_some_and(|maximum| count > maximum)
+        {
+            found.push(format!("{at}: {} items are out of bounds", items.len()));
+        }
+        if let Some(item_schema) = schema.get("items") {
+            for (index, item) in items.iter().enumerate() {
+                walk(item_schema, item, &format!("{at}[{index}]"), found);
+            }
+        }
+    }
+    if let Value::Object(members) = value {
+        if let Some(required) = schema.get("required") {
+            for key in strings(required) {
+                if !members.contains_key(&key) {
+                    found.push(format!("{at}: member {key} is required"));
+                }
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, member) in members {
+            let path = format!("{at}.{key}");
+            match properties.and_then(|properties| properties.get(key)) {
+                Some(member_schema) => walk(member_schema, member, &path, found),
+                None => {
+                    if let Some(additional) = schema.get("additionalProperties") {
+                        walk(additional, member, &path, found);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(all) = schema.get("allOf") {
+        for branch in all.as_array().expect("allOf is an array") {
+            walk(branch, value, at, found);
+        }
+    }
+    let matching = |key: &str| {
+        schema.get(key).map(|branches| {
+            branches
+                .as_array()
+                .expect("anyOf/oneOf is an array")
+                .iter()
+                .filter(|branch| violations(branch, value).is_empty())
+                .count()
+        })
+    };
+    if matching("anyOf") == Some(0) {
+        found.push(format!("{at}: {value} matches no branch of anyOf"));
+    }
+    if let Some(count) = matching("oneOf")
+        && count != 1
+    {
+        found.push(format!("{at}: {value} matches {count} branches of oneOf, not exactly one"));
+    }
+    if let Some(negated) = schema.get("not")
+        && violations(negated, value).is_empty()
+    {
+        found.push(format!("{at}: {value} matches a schema it must not match"));
+    }
+}
+
+#[track_caller]
+fn assert_fits(schema: &Value, value: &Value, what: &str) {
+    let found = violations(schema, value);
+    assert!(found.is_empty(), "{what} does not fit the document:\n  {}\nvalue: {value}", found.join("\n  "));
+}
+
+#[track_caller]
+fn assert_fits_named(name: &str, value: &Value) {
+    assert_fits(&schema_ref(name), value, name);
+}
+
+/// Calls `visit` on every schema reachable in place (not through `$ref`) from `schema`.
+fn each_subschema<'a>(schema: &'a Value, at: String, visit: &mut impl FnMut(&'a Value, &str)) {
+    let Value::Object(members) = schema else { return };
+    visit(schema, &at);
+    if let Some(Value::Object(properties)) = members.get("properties") {
+        for (key, property) in properties {
+            each_subschema(property, format!("{at}.properties.{key}"), visit);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(inner) = members.get(key) {
+            each_subschema(inner, format!("{at}.{key}"), visit);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = members.get(key) {
+            for (index, branch) in branches.iter().enumerate() {
+                each_subschema(branch, format!("{at}.{key}[{index}]"), visit);
+            }
+        }
+    }
+}
+
+/// Every schema of the document: the components and every media type schema of the paths and
+/// shared responses.
+fn every_root_schema() -> Vec<(String, &'static Value)> {
+    let mut roots: Vec<(String, &Value)> =
+        schemas().iter().map(|(name, schema)| (format!("#/components/schemas/{name}"), schema)).collect();
+    let mut media = Vec::new();
+    for (path, item) in document()["paths"].as_object().expect("paths") {
+        for (operation, body) in item.as_object().expect("path item") {
+            if let Some(content) = body.pointer("/requestBody/content").and_then(Value::as_object) {
+                media.extend(content.iter().map(|(kind, media)| (format!("{path} {operation} request {kind}"), media)));
+            }
+            for (status, response) in body["responses"].as_object().expect("responses") {
+                if let Some(content) = response.get("content").and_then(Value::as_object) {
+                    media.extend(
+                        content.iter().map(|(kind, media)| (format!("{path} {operation} {status} {kind}"), media)),
+                    );
+                }
+            }
+        }
+    }
+    for (name, response) in document()["components"]["responses"].as_object().expect("components.responses") {
+        for (kind, content) in response["content"].as_object().expect("content") {
+            media.push((format!("#/components/responses/{name} {kind}"), content));
+        }
+    }
+    roots.extend(media.into_iter().map(|(at, media)| (at, &media["schema"])));
+    roots
+}
+
+// ---------------------------------------------------------------------------------------------
+// An in-process controller.
+
+fn fresh_keys() -> Arc<ControllerKeys> {
+    Arc::new(ControllerKeys::generate().expect("the OS has randomness"))
+}
+
+async fn memory_store() -> SharedStore {
+    store::open("sqlite::memory:").await.expect("an in-memory SQLite store opens and migrates")
+}
+
+fn identity(keys: &ControllerKeys, role: Role) -> Value {
+    static JTI: AtomicU64 = AtomicU64::new(0);
+    let subject = IdentitySubject {
+        name: format!("{} (openapi test)", role.as_str()),
+        user_id: Id::parse(&format!("{}-1", role.as_str())).expect("an Id"),
+        identity_type: IdentityType::Machine,
+        role,
+    };
+    let jti = format!("openapi-{}", JTI.fetch_add(1, Ordering::SeqCst));
+    let issued = issue_identity(&keys.identity, &subject, SystemClock.now_ms(), 3_600_000, &jti).expect("issue");
+    serde_json::to_value(issued).expect("identities serialize")
+}
+
+const ROLES: [Role; 3] = [Role::Admin, Role::Operator, Role::Viewer];
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| panic!("a JSON body: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+async fn send(app: &Router, method: &str, path: &str, body: Vec<u8>) -> Answer {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("a request");
+    let response = app.clone().oneshot(request).await.expect("the router is infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("a body").to_vec();
+    Answer { status, headers, body }
+}
+
+fn app_over(store: SharedStore, keys: Arc<ControllerKeys>, limits: Limits) -> (Router, AppState) {
+    let controller = Arc::new(Controller::new(store, keys, Arc::new(SystemClock)));
+    let state = AppState::new(controller, limits);
+    (router(state.clone()), state)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The error codes the code can answer.
+
+/// Every `DomainError` variant, by index. No wildcard: a new variant breaks the compilation of
+/// this test until it is sampled in [`domain_error_samples`] (and so checked against the
+/// document).
+fn variant_index(error: &DomainError) -> usize {
+    match error {
+        DomainError::IdentityRefused => 0,
+        DomainError::IdentityForbidden => 1,
+        DomainError::RequestInvalid(_) => 2,
+        DomainError::NotFound(_) => 3,
+        DomainError::MutationConflict => 4,
+        DomainError::RuntimeMismatch(_) => 5,
+        DomainError::DesignationKindConflict => 6,
+        DomainError::SpecRevisionMismatch(_) => 7,
+        DomainError::RevisionConflict(_) => 8,
+        DomainError::DesignationConflict(_) => 9,
+        DomainError::StoreUnavailable => 10,
+        DomainError::Internal => 11,
+    }
+}
+const DOMAIN_ERROR_VARIANTS: usize = 12;
+
+/// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
+fn missing_kinds() -> Vec<MissingKind> {
+    let all = vec![MissingKind::Organization, MissingKind::Cluster, MissingKind::Service];
+    for kind in &all {
+        match kind {
+            MissingKind::Organization | MissingKind::Cluster | MissingKind::Service => {}
+        }
+    }
+    all
+}
+
+/// Every variant of `DomainError`, each payload in each of its shapes (`Some`/`None`).
+fn domain_error_samples() -> Vec<DomainError> {
+    let reference = AuthorityReference {
+        id: Id::parse("designation-1").expect("an Id"),
+        generation: 2,
+        digest: Sha256Digest::from_bytes(&[7; 32]),
+    };
+    let runtime =
+        ClusterRuntimeReference { id: Id::parse("c1").expect("an Id"), phase: RuntimePhase::Pallet, generation: 3 };
+    let mut samples = vec![
+        DomainError::IdentityRefused,
+        DomainError::IdentityForbidden,
+        DomainError::RequestInvalid(vec!["request clusterId is required".to_owned()]),
+        DomainError::MutationConflict,
+        DomainError::RuntimeMismatch(runtime),
+        DomainError::DesignationKindConflict,
+        DomainError::SpecRevisionMismatch(Some(4)),
+        DomainError::SpecRevisionMismatch(None),
+        DomainError::RevisionConflict(Some(2)),
+        DomainError::RevisionConflict(None),
+        DomainError::DesignationConflict(Some(reference)),
+        DomainError::DesignationConflict(None),
+        DomainError::StoreUnavailable,
+        DomainError::Internal,
+    ];
+    samples.extend(missing_kinds().into_iter().map(DomainError::NotFound));
+    let sampled: BTreeSet<usize> = samples.iter().map(variant_index).collect();
+    assert_eq!(sampled, (0..DOMAIN_ERROR_VARIANTS).collect(), "every DomainError variant is sampled");
+    samples
+}
+
+/// The HTTP-level error codes, read from real router answers: malformed envelopes (400), a body
+/// over the limit (413) and load shedding (503).
+async fn http_level_errors() -> Vec<(StatusCode, Value, HeaderMap)> {
+    let keys = fresh_keys();
+    let store = memory_store().await;
+    let (app, _) = app_over(store.clone(), keys.clone(), Limits::default());
+    let mut answers = Vec::new();
+    for body in [
+        &b"not json"[..],
+        b"[]",
+        b"{\"request\":{}}",
+        b"{\"method\":7,\"request\":{}}",
+        b"{\"method\":\"listClusters\"}",
+    ] {
+        let answer = send(&app, "POST", "/typedrequest", body.to_vec()).await;
+        answers.push((answer.status, answer.json(), answer.headers));
+    }
+    let (small, _) = app_over(store.clone(), keys.clone(), Limits { body_bytes: 64, ..Limits::default() });
+    let large =
+        serde_json::to_vec(&json!({ "method": "listClusters", "request": { "padding": "x".repeat(256) } })).unwrap();
+    let answer = send(&small, "POST", "/typedrequest", large).await;
+    answers.push((answer.status, answer.json(), answer.headers));
+    let (shedding, _) = app_over(store, keys, Limits { concurrent_requests: 0, ..Limits::default() });
+    let answer = send(&shedding, "POST", "/typedrequest", b"{}".to_vec()).await;
+    answers.push((answer.status, answer.json(), answer.headers));
+    answers
+}
+
+#[tokio::test]
+async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
+    let documented = string_set(&schema("ErrorCode")["enum"]);
+    let mut produced = BTreeSet::new();
+    for error in domain_error_samples() {
+        let answered = ApiError::from(error.clone());
+        assert_fits_named("ErrorData", &answered.data);
+        assert_fits_named("Error", &json!({ "text": answered.text, "data": answered.data }));
+        produced.insert(answered.code().to_owned());
+    }
+    let unknown = ApiError::unknown_method();
+    assert_fits_named("ErrorData", &unknown.data);
+    assert_eq!(
+        schema("UnknownMethodAnswerEnvelope")["properties"]["error"]["properties"]["text"]["const"],
+        json!(UNKNOWN_METHOD_TEXT)
+    );
+    produced.insert(unknown.code().to_owned());
+    for (status, body, _) in http_level_errors().await {
+        assert_fits_named("Error", &body["error"]);
+        let code = body["error"]["data"]["code"].as_str().expect("a code").to_owned();
+        assert!(status.is_client_error() || status.is_server_error(), "{code} answered {status}");
+        produced.insert(code);
+    }
+    assert_eq!(produced, documented, "ErrorCode must list exactly the codes the code answers");
+
+    // `not-found`'s `what` lists every kind.
+    let kinds: BTreeSet<String> = missing_kinds().into_iter().map(|kind| kind.what().to_owned()).collect();
+    assert_eq!(string_set(&schema("ErrorDataNotFound")["properties"]["what"]["enum"]), kinds);
+
+    // `ErrorData` has one branch per code, and every method's `x-errors` names documented codes.
+    let branches: BTreeSet<String> =
+        schema("ErrorData")["discriminator"]["mapping"].as_object().expect("a mapping").keys().cloned().collect();
+    assert_eq!(branches, documented);
+    for method in METHODS {
+        let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
+        assert!(listed.is_subset(&documented), "{method}: x-errors {listed:?} names an undocumented code");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The document itself.
+
+#[test]
+fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
+    let doc = document();
+    assert!(doc["openapi"].as_str().is_some_and(|version| version.starts_with("3.1.")), "OpenAPI 3.1");
+    for (at, root) in every_root_schema() {
+        each_subschema(root, at, &mut |subschema, at| {
+            for key in subschema.as_object().expect("a schema object").keys() {
+                assert!(
+                    CHECKED_KEYWORDS.contains(&key.as_str())
+                        || ANNOTATION_KEYWORDS.contains(&key.as_str())
+                        || key.starts_with("x-"),
+                    "{at}: keyword {key} is neither checked by this test nor an annotation"
+                );
+            }
+            if let Some(reference) = subschema.get("$ref") {
+                resolve(reference.as_str().expect("$ref is a string"));
+            }
+            // A discriminator maps each value to exactly the `oneOf` branch whose member is that value.
+            if let Some(discriminator) = subschema.get("discriminator") {
+                let property = discriminator["propertyName"].as_str().expect("propertyName");
+                let mapping = discriminator["mapping"].as_object().expect("an explicit mapping");
+                let branches: BTreeSet<String> = subschema["oneOf"]
+                    .as_array()
+                    .expect("a discriminator sits beside oneOf")
+                    .iter()
+                    .map(|branch| branch["$ref"].as_str().expect("branches are references").to_owned())
+                    .collect();
+                let targets: BTreeSet<String> =
+                    mapping.values().map(|target| target.as_str().expect("a reference").to_owned()).collect();
+                assert_eq!(branches, targets, "{at}: discriminator mapping and oneOf differ");
+                for (value, target) in mapping {
+                    let branch = resolve(target.as_str().unwrap());
+                    assert_eq!(branch["properties"][property]["const"], json!(value), "{at}: mapping {value}");
+                    assert!(string_set(&branch["required"]).contains(property), "{at}: {value} requires {property}");
+                }
+            }
+            // Records are exact: a closed object requires every member (nullable, never optional).
+            // Only the method requests (optional members, checked against the code below) and the
+            // answer envelopes (`error`) have optional members.
+            let method_level = at.strip_prefix("#/components/schemas/").is_some_and(|name| {
+                METHODS
+                    .iter()
+                    .any(|method| name == format!("{method}Request") || name == format!("{method}AnswerEnvelope"))
+            });
+            if subschema.get("additionalProperties") == Some(&json!(false)) && !method_level {
+                let properties: BTreeSet<String> =
+                    subschema["properties"].as_object().expect("properties").keys().cloned().collect();
+                assert_eq!(
+                    string_set(&subschema["required"]),
+                    properties,
+                    "{at}: a closed record requires every member"
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn the_methods_are_exactly_the_code_methods() {
+    let methods = method_set();
+    let listed = strings(&document()["x-methods"]);
+    assert_eq!(listed.iter().cloned().collect::<BTreeSet<_>>(), methods, "x-methods");
+    assert_eq!(listed.len(), METHODS.len(), "x-methods lists each method once");
+    let marked: BTreeSet<String> = schemas()
+        .values()
+        .filter_map(|schema| schema.get("x-method"))
+        .map(|method| method.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(marked, methods, "the schemas marked x-method");
+    for method in METHODS {
+        assert_eq!(schema(&format!("{method}Request"))["x-method"], json!(method));
+        for suffix in ["Response", "RequestEnvelope", "AnswerEnvelope"] {
+            schema(&format!("{method}{suffix}"));
+        }
+        assert_eq!(schema(&format!("{method}RequestEnvelope"))["properties"]["method"]["const"], json!(method));
+        assert_eq!(schema(&format!("{method}AnswerEnvelope"))["properties"]["method"]["const"], json!(method));
+    }
+    // Method-level schemas (lowercase names) belong to a method of the code: no stale leftovers.
+    for name in schemas().keys().filter(|name| name.starts_with(|first: char| first.is_ascii_lowercase())) {
+        let owned = ["Request", "Response", "RequestEnvelope", "AnswerEnvelope"]
+            .iter()
+            .any(|suffix| name.strip_suffix(suffix).is_some_and(methods::is_known));
+        assert!(owned, "schema {name} belongs to no method of METHODS");
+    }
+    let requests: BTreeSet<String> = schema("TypedRequestEnvelope")["discriminator"]["mapping"]
+        .as_object()
+        .expect("a mapping")
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(requests, methods, "TypedRequestEnvelope's discriminator");
+    let answers: BTreeSet<String> = schema("TypedAnswerEnvelope")["oneOf"]
+        .as_array()
+        .expect("oneOf")
+        .iter()
+        .map(|branch| branch["$ref"].as_str().unwrap().trim_start_matches("#/components/schemas/").to_owned())
+        .collect();
+    let mut expected: BTreeSet<String> = METHODS.iter().map(|method| format!("{method}AnswerEnvelope")).collect();
+    expected.insert("UnknownMethodAnswerEnvelope".to_owned());
+    assert_eq!(answers, expected, "TypedAnswerEnvelope's branches");
+    assert_eq!(
+        string_set(&schema("UnknownMethodAnswerEnvelope")["properties"]["method"]["not"]["enum"]),
+        methods,
+        "an unknown method is any but these"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The paths.
+
+#[tokio::test]
+async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
+    let doc = document();
+    let paths = doc["paths"].as_object().expect("paths");
+    let operations: BTreeSet<(String, String)> = paths
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object().expect("a path item").keys().map(move |op| (path.clone(), op.clone()))
+        })
+        .collect();
+    let expected: BTreeSet<(String, String)> =
+        [("/typedrequest", "post"), ("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
+            .iter()
+            .map(|(path, op)| ((*path).to_owned(), (*op).to_owned()))
+            .collect();
+    assert_eq!(operations, expected, "the documented operations");
+
+    let keys = fresh_keys();
+    let store = memory_store().await;
+    let (app, state) = app_over(store.clone(), keys.clone(), Limits::default());
+    let (shedding, _) = app_over(store.clone(), keys.clone(), Limits { concurrent_requests: 0, ..Limits::default() });
+    let unmigrated: SharedStore = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("open"));
+    let (pending, _) = app_over(unmigrated, keys.clone(), Limits::default());
+    let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
+    closed.migrate().await.expect("migrate");
+    closed.close().await;
+    let (down, _) = app_over(Arc::new(closed), keys.clone(), Limits::default());
+
+    // What each documented response promises, looked up by path and status.
+    let documented = |path: &str, status: StatusCode| -> (&'static str, &'static Value, &'static Value) {
+        let operation = paths[path].as_object().unwrap().values().next().unwrap();
+        let mut response = operation["responses"]
+            .get(status.as_str())
+            .unwrap_or_else(|| panic!("{path} answered {status}, which is not documented"));
+        if let Some(reference) = response.get("$ref") {
+            response = resolve(reference.as_str().unwrap());
+        }
+        let (kind, media) = response["content"].as_object().expect("content").iter().next().expect("a media type");
+        (kind.as_str(), &media["schema"], response)
+    };
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut reasons = BTreeSet::new();
+    let mut observe = |path: &str, answer: &Answer| {
+        let (kind, body_schema, response) = documented(path, answer.status);
+        let content_type = answer.headers.get(header::CONTENT_TYPE).expect("a content type").to_str().unwrap();
+        if kind == "application/json" {
+            assert_eq!(content_type, "application/json", "{path} {}", answer.status);
+            assert_fits(body_schema, &answer.json(), &format!("{path} {}", answer.status));
+            if let Some(reason) = answer.json().get("reason") {
+                reasons.insert(reason.as_str().unwrap().to_owned());
+            }
+        } else {
+            assert_eq!(content_type, kind, "{path} {}", answer.status);
+            assert!(String::from_utf8(answer.body.clone()).is_ok(), "{path}: text");
+        }
+        if let Some(headers) = response.get("headers").and_then(Value::as_object) {
+            for (name, declared) in headers {
+                if declared["required"] == json!(true) {
+                    let value = answer.headers.get(name.as_str()).unwrap_or_else(|| panic!("{path}: header {name}"));
+                    let value: Value = serde_json::from_str(value.to_str().unwrap()).expect("a JSON scalar");
+                    assert_fits(&declared["schema"], &value, name);
+                }
+            }
+        }
+        seen.insert((path.to_owned(), answer.status.as_str().to_owned()));
+    };
+
+    let ok = serde_json::to_vec(&json!({ "method": "getControllerSigningKeys", "request": {} })).unwrap();
+    observe("/typedrequest", &send(&app, "POST", "/typedrequest", ok).await);
+    for (status, body, headers) in http_level_errors().await {
+        observe("/typedrequest", &Answer { status, headers, body: serde_json::to_vec(&body).unwrap() });
+    }
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        observe(path, &send(&app, "GET", path, Vec::new()).await);
+        // Load shedding guards the API only: probes and metrics answer under load.
+        let answer = send(&shedding, "GET", path, Vec::new()).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path} is never shed");
+        observe(path, &answer);
+    }
+    observe("/readyz", &send(&pending, "GET", "/readyz", Vec::new()).await);
+    observe("/readyz", &send(&down, "GET", "/readyz", Vec::new()).await);
+    state.accepting.store(false, Ordering::SeqCst);
+    observe("/readyz", &send(&app, "GET", "/readyz", Vec::new()).await);
+
+    let documented_statuses: BTreeSet<(String, String)> = paths
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .values()
+                .flat_map(|operation| operation["responses"].as_object().unwrap().keys())
+                .map(move |status| (path.clone(), status.clone()))
+        })
+        .collect();
+    assert_eq!(seen, documented_statuses, "every documented status is answered");
+    assert_eq!(reasons, string_set(&schema("NotReadyBody")["properties"]["reason"]["enum"]), "readiness reasons");
+
+    // The spec's WebSocket transport is not routed by this build, so it is not documented.
+    assert_eq!(send(&app, "GET", "/typedsocket", Vec::new()).await.status, StatusCode::NOT_FOUND);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request members and roles against the domain.
+
+fn unknown_member_violation(key: &str) -> String {
+    format!("request has an unknown member {key:?}")
+}
+
+#[tokio::test]
+async fn required_members_optional_members_and_roles_match_the_domain() {
+    let keys = fresh_keys();
+    let controller = Controller::new(memory_store().await, keys.clone(), Arc::new(SystemClock));
+    for method in METHODS {
+        let request_schema = schema(&format!("{method}Request"));
+        let roles = strings(&request_schema["x-roles"]);
+        let properties = request_schema["properties"].as_object().expect("properties");
+        assert_eq!(request_schema["additionalProperties"], json!(false), "{method}: unknown members are refused");
+
+        if roles == ["anyone"] {
+            // No identity, no member: `{}` (or `null`) answers, anything else is refused.
+            assert!(properties.is_empty() && request_schema.get("required").is_none(), "{method} takes {{}}");
+            for request in [json!({}), Value::Null] {
+                let response = methods::call(&controller, method, &request).await.expect("anyone may call it");
+                assert_fits_named(&format!("{method}Response"), &response);
+            }
+            let refused = methods::call(&controller, method, &json!({ "zz": 1 })).await.expect_err("refused");
+            assert_eq!(refused.code(), "request-invalid");
+            assert_fits_named("ErrorData", &refused.data);
+            continue;
+        }
+
+        assert!(
+            !roles.is_empty() && roles.iter().all(|role| Role::parse(role).is_some()),
+            "{method}: x-roles are identity roles: {roles:?}"
+        );
+        assert_eq!(properties.get("identity"), Some(&schema_ref("IIdentity")), "{method}: identity");
+        let required: Vec<String> = strings(&request_schema["required"]);
+        assert!(required.contains(&"identity".to_owned()), "{method}: identity is required");
+        let members: Vec<&String> = required.iter().filter(|key| *key != "identity").collect();
+
+        // No identity at all.
+        let refused = methods::call(&controller, method, &json!({})).await.expect_err("no identity");
+        assert_eq!(refused.code(), "identity-refused", "{method} without identity");
+
+        for role in ROLES {
+            let request = json!({ "identity": identity(&keys, role), "zz": 1 });
+            let refused = methods::call(&controller, method, &request).await.expect_err("refused");
+            if roles.iter().any(|allowed| allowed == role.as_str()) {
+                assert_eq!(refused.code(), "request-invalid", "{method} as {}: {}", role.as_str(), refused.data);
+                let got: Vec<String> = strings(&refused.data["violations"]);
+                // `designateClusterIngress` names a missing `designation` through the seed's
+                // snapshot (`03-designation.md` step 2), checked below; other members by name.
+                let mut wanted: BTreeSet<String> = members
+                    .iter()
+                    .filter(|key| !(*method == "designateClusterIngress" && key.as_str() == "designation"))
+                    .map(|key| format!("request {key} is required"))
+                    .collect();
+                wanted.insert(unknown_member_violation("zz"));
+                assert_eq!(
+                    got.iter().cloned().collect::<BTreeSet<_>>(),
+                    wanted,
+                    "{method}: the document's required members differ from the domain's"
+                );
+                assert_eq!(got.len(), wanted.len(), "{method}: each violation once");
+            } else {
+                assert_eq!(refused.code(), "identity-forbidden", "{method} as {} (x-roles {roles:?})", role.as_str());
+            }
+        }
+
+        if *method == "designateClusterIngress" {
+            let request = json!({ "identity": identity(&keys, Role::Admin) });
+            let refused = methods::call(&controller, method, &request).await.expect_err("no designation");
+            assert_eq!(refused.data["violations"], json!(["Cluster ingress designation contract rejected."]));
+        }
+
+        // Every documented member is known to the domain: with all of them present (as `null`),
+        // nothing is missing and nothing is unknown.
+        let admin = identity(&keys, Role::Admin);
+        let mut request: Map<String, Value> = properties.keys().map(|key| (key.clone(), Value::Null)).collect();
+        request.insert("identity".to_owned(), admin);
+        if let Err(refused) = methods::call(&controller, method, &Value::Object(request)).await {
+            for violation in refused.data.get("violations").map(strings).unwrap_or_default() {
+                assert!(
+                    !violation.ends_with(" is required") && !violation.starts_with("request has an unknown member"),
+                    "{method}: the document's members are not the domain's: {violation}"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A scripted flow over the router: every shape on the wire fits the document.
+
+struct Flow {
+    app: Router,
+    keys: Arc<ControllerKeys>,
+    correlation: u64,
+    succeeded: BTreeSet<String>,
+    codes: BTreeSet<String>,
+}
+
+impl Flow {
+    fn new(app: Router, keys: Arc<ControllerKeys>) -> Flow {
+        Flow { app, keys, correlation: 0, succeeded: BTreeSet::new(), codes: BTreeSet::new() }
+    }
+
+    fn identity(&self, role: Role) -> Value {
+        identity(&self.keys, role)
+    }
+
+    /// Sends `request` (with `identity`, when given) as `method`, checks the envelope both ways
+    /// against the document, and answers the response or the error data. A request the code
+    /// answers must fit the document.
+    async fn call(&mut self, method: &str, identity: Option<&Value>, mut request: Value) -> Result<Value, Value> {
+        if let Some(identity) = identity {
+            request["identity"] = identity.clone();
+        }
+        self.correlation += 1;
+        let id = format!("openapi-{}", self.correlation);
+        let envelope = json!({
+            "method": method, "request": request, "response": null,
+            "correlation": { "id": id, "phase": "request" },
+        });
+        let answer = send(&self.app, "POST", "/typedrequest", serde_json::to_vec(&envelope).unwrap()).await;
+        assert_eq!(answer.status, StatusCode::OK, "{method}: every answered envelope is 200");
+        let answered = answer.json();
+        assert_fits_named("TypedAnswerEnvelope", &answered);
+        let known = methods::is_known(method);
+        let branch = if known { format!("{method}AnswerEnvelope") } else { "UnknownMethodAnswerEnvelope".to_owned() };
+        assert_fits_named(&branch, &answered);
+        assert_eq!(answered["correlation"], json!({ "id": id, "phase": "response" }), "{method}: correlation");
+        match answered.get("error") {
+            None => {
+                assert_fits_named("TypedRequestEnvelope", &envelope);
+                assert_fits_named(&format!("{method}Request"), &envelope["request"]);
+                assert_fits_named(&format!("{method}Response"), &answered["response"]);
+                self.succeeded.insert(method.to_owned());
+                Ok(answered["response"].clone())
+            }
+            Some(error) => {
+                let data = error["data"].clone();
+                assert_fits_named("ErrorData", &data);
+                let code = data["code"].as_str().unwrap().to_owned();
+                if known {
+                    let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
+                    assert!(listed.contains(&code), "{method} answered {code}, which its x-errors do not list");
+                }
+                self.codes.insert(code);
+                Err(data)
+            }
+        }
+    }
+
+    async fn ok(&mut self, method: &str, identity: Option<&Value>, request: Value) -> Value {
+        self.call(method, identity, request).await.unwrap_or_else(|data| panic!("{method}: {data}"))
+    }
+
+    async fn refused(&mut self, method: &str, identity: Option<&Value>, request: Value, code: &str) -> Value {
+        let data = self.call(method, identity, request).await.expect_err(code);
+        assert_eq!(data["code"], json!(code), "{method}: {data}");
+        data
+    }
+}
+
+fn spec_body(cluster: &str, service: &str) -> Value {
+    json!({
+        "clusterId": cluster, "serviceId": service, "organizationId": "org",
+        "image": "registry.example/ingress:1.4.2", "replicas": 2,
+        "placement": { "nodeIds": ["node-1", "node-2"] },
+        "ports": [{ "protocol": "tcp", "port": 443 }, { "protocol": "udp", "port": 443 }],
+        "environment": [{ "name": "LOG_LEVEL", "value": "info" }],
+        "volumes": [
+            { "id": "cache", "mountPath": "/var/cache/app", "readOnly": false, "driver": "local",
+              "driverOptions": [], "mountOptions": [], "initialization": { "kind": "import" } },
+            { "id": "data", "mountPath": "/var/lib/data", "readOnly": true, "driver": "local",
+              "driverOptions": [{ "name": "size", "value": "1G" }], "mountOptions": ["noatime"],
+              "initialization": { "kind": "empty", "ownership": { "uid": 1000, "gid": 1000, "mode": 493 } } },
+        ],
+    })
+}
+
+fn designation(mutation: &str, runtime_generation: u64, spec_revision: u64, expected: Value) -> Value {
+    json!({ "designation": {
+        "mutationId": mutation, "clusterId": "c1", "ingressServiceId": "ingress",
+        "currentRuntime": { "id": "c1", "phase": "pallet", "generation": runtime_generation },
+        "expectedSpecRevision": spec_revision, "expectedDesignation": expected,
+    } })
+}
+
+fn reference_of(designation: &Value) -> Value {
+    json!({ "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"] })
+}
+
+fn cluster(id: &str, phase: &str, relay: Value, fleet: Value) -> Value {
+    json!({ "id": id, "organizationId": "org", "runtime": { "phase": phase, "generation": 3 },
+            "relayOrigin": relay, "fleetCutoverIngressDesignation": fleet })
+}
+
+#[tokio::test]
+async fn every_method_answers_in_the_documented_shapes() {
+    let keys = fresh_keys();
+    let (app, _) = app_over(memory_store().await, keys.clone(), Limits::default());
+    let mut flow = Flow::new(app, keys.clone());
+    let admin = flow.identity(Role::Admin);
+    let operator = flow.identity(Role::Operator);
+    let viewer = flow.identity(Role::Viewer);
+    let fleet = json!({ "id": "fleet-1", "generation": 1, "digest": format!("sha256:{}", "0".repeat(64)) });
+
+    flow.ok("getControllerSigningKeys", None, json!({})).await;
+    flow.ok("getControllerSigningKeys", None, Value::Null).await;
+    flow.ok("putOrganization", Some(&admin), json!({ "organization": { "id": "org", "name": "Org" } })).await;
+    let relay = json!("https://relay.example.net:8443");
+    flow.ok(
+        "putCluster",
+        Some(&admin),
+        json!({ "cluster": cluster("c1", "pallet", relay.clone(), Value::Null), "expectedRevision": null }),
+    )
+    .await;
+    flow.ok(
+        "putCluster",
+        Some(&admin),
+        json!({ "cluster": cluster("c2", "swarm", Value::Null, fleet.clone()), "expectedRevision": null }),
+    )
+    .await;
+    flow.ok("getCluster", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    let clusters = flow.ok("listClusters", Some(&viewer), json!({})).await;
+    assert_eq!(clusters["clusters"].as_array().map(Vec::len), Some(2));
+    let node = |id: &str, addresses: Value, rotate: bool| json!({ "clusterId": "c1", "node": { "id": id, "runtimeNamespace": "ns-main", "hostAddresses": addresses }, "rotateCredential": rotate });
+    let created =
+        flow.ok("putClusterNode", Some(&admin), node("node-1", json!(["10.0.0.9", "10.0.0.10"]), false)).await;
+    assert!(created["bearer"].is_string(), "a new node gets a bearer");
+    let kept = flow.ok("putClusterNode", Some(&admin), node("node-1", json!(["10.0.0.9", "10.0.0.10"]), false)).await;
+    assert!(kept["bearer"].is_null(), "an unrotated node gets none");
+    flow.ok("putClusterNode", Some(&admin), node("node-2", json!([]), true)).await;
+    flow.ok("listClusterNodes", Some(&operator), json!({ "clusterId": "c1" })).await;
+    flow.ok(
+        "putServiceRuntimeSpec",
+        Some(&admin),
+        json!({ "spec": spec_body("c1", "ingress"), "expectedRevision": null }),
+    )
+    .await;
+    flow.ok("getServiceRuntimeSpec", Some(&viewer), json!({ "clusterId": "c1", "serviceId": "ingress" })).await;
+    flow.ok(
+        "getServiceRuntimeSpec",
+        Some(&viewer),
+        json!({ "clusterId": "c1", "serviceId": "ingress", "revision": 1 }),
+    )
+    .await;
+
+    let first = flow.ok("designateClusterIngress", Some(&operator), designation("m1", 3, 1, Value::Null)).await;
+    let replay = flow.ok("designateClusterIngress", Some(&operator), designation("m1", 3, 1, Value::Null)).await;
+    assert_eq!(replay["replayed"], json!(true));
+    let second = flow
+        .ok("designateClusterIngress", Some(&admin), designation("m2", 3, 1, reference_of(&first["designation"])))
+        .await;
+    assert!(second["designation"]["previous"].is_object(), "generation 2 links generation 1");
+    flow.ok("getClusterIngressDesignation", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    let none = flow.ok("getClusterIngressDesignation", Some(&viewer), json!({ "clusterId": "c2" })).await;
+    assert!(none["designation"].is_null());
+    let page = flow.ok("listClusterIngressDesignations", Some(&viewer), json!({ "clusterId": "c1", "limit": 1 })).await;
+    assert_eq!(page["nextGeneration"], json!(2));
+    flow.ok("listClusterIngressDesignations", Some(&viewer), json!({ "clusterId": "c1", "fromGeneration": 2 })).await;
+    flow.ok("putServiceRuntimeSpec", Some(&admin), json!({ "spec": spec_body("c1", "web"), "expectedRevision": null }))
+        .await;
+    flow.ok("deleteService", Some(&admin), json!({ "clusterId": "c1", "serviceId": "web", "expectedRevision": 1 }))
+        .await;
+    assert_eq!(flow.succeeded, method_set(), "every method answered successfully once");
+
+    // Refusals: every error data fits the document and is listed in the method's x-errors.
+    let current = reference_of(&second["designation"]);
+    flow.refused("noSuchMethod", None, json!({}), "unknown-method").await;
+    flow.refused("getCluster", None, json!({ "clusterId": "c1" }), "identity-refused").await;
+    flow.refused(
+        "putOrganization",
+        Some(&viewer),
+        json!({ "organization": { "id": "org", "name": "Org" } }),
+        "identity-forbidden",
+    )
+    .await;
+    flow.refused("getCluster", Some(&viewer), json!({ "clusterId": 7 }), "request-invalid").await;
+    flow.refused("listClusters", None, Value::Null, "request-invalid").await;
+    let missing = flow.refused("getCluster", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
+    assert_eq!(missing["what"], json!("cluster"));
+    flow.refused("designateClusterIngress", Some(&admin), designation("m1", 3, 2, Value::Null), "mutation-conflict")
+        .await;
+    flow.refused("designateClusterIngress", Some(&admin), designation("m3", 4, 1, current.clone()), "runtime-mismatch")
+        .await;
+    flow.refused(
+        "designateClusterIngress",
+        Some(&admin),
+        designation("m4", 3, 9, current.clone()),
+        "spec-revision-mismatch",
+    )
+    .await;
+    flow.refused("designateClusterIngress", Some(&admin), designation("m5", 3, 1, Value::Null), "designation-conflict")
+        .await;
+    flow.refused(
+        "putCluster",
+        Some(&admin),
+        json!({ "cluster": cluster("c1", "pallet", relay.clone(), Value::Null), "expectedRevision": 99 }),
+        "revision-conflict",
+    )
+    .await;
+    flow.refused(
+        "putCluster",
+        Some(&admin),
+        json!({ "cluster": cluster("c1", "pallet", relay, fleet), "expectedRevision": 1 }),
+        "designation-kind-conflict",
+    )
+    .await;
+
+    // A store that does not answer.
+    let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
+    closed.migrate().await.expect("migrate");
+    closed.close().await;
+    let (down, _) = app_over(Arc::new(closed), keys.clone(), Limits::default());
+    let mut unavailable = Flow::new(down, keys);
+    unavailable.refused("listClusters", Some(&admin), json!({}), "store-unavailable").await;
+    flow.codes.extend(unavailable.codes);
+
+    // Every documented code is seen on the wire here or in the paths test, except
+    // `internal-error`, which no request can provoke (it is checked from `DomainError`).
+    let mut expected = string_set(&schema("ErrorCode")["enum"]);
+    for elsewhere in ["internal-error", "malformed-envelope", "body-too-large", "overloaded"] {
+        expected.remove(elsewhere);
+    }
+    assert_eq!(flow.codes, expected, "the codes seen on the wire");
+}
+
+/// The answer-envelope schemas are strict enough to tell a success from an error.
+#[test]
+fn an_answer_is_either_a_response_or_an_error() {
+    let success = json!({ "method": "listClusters", "request": null, "response": { "clusters": [] }, "correlation": { "phase": "response" } });
+    assert_fits_named("listClustersAnswerEnvelope", &success);
+    let mut both = success.clone();
+    both["error"] = json!({ "text": "x", "data": { "code": "internal-error" } });
+    assert!(!violations(&schema_ref("listClustersAnswerEnvelope"), &both).is_empty(), "an error with a response");
+    let mut neither = success.clone();
+    neither["response"] = Value::Null;
+    assert!(!violations(&schema_ref("listClustersAnswerEnvelope"), &neither).is_empty(), "no response and no error");
+    let mut echoed = success;
+    echoed["request"] = json!({});
+    assert!(!violations(&schema_ref("TypedAnswerEnvelope"), &echoed).is_empty(), "a request is never echoed");
+    // The checker itself refuses what it should.
+    assert!(!violations(&schema_ref("Id"), &json!("")).is_empty());
+    assert!(
+        !violations(&schema_ref("IRuntimeAuthorityReference"), &json!({ "id": "a", "generation": 0, "digest": "d" }))
+            .is_empty()
+    );
+}
