@@ -80,6 +80,30 @@ fn operator_flow(data_dir: &Path, database_url: Option<&str>) {
     assert_eq!(current["designation"], rotated["designation"]);
     let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1"]);
     assert_eq!(chain["designations"].as_array().unwrap().len(), 2);
+    // Applying the whole inventory file again writes nothing that is already there.
+    let applied = cli(&url, &identity, &["apply", "-f", &file("inventory.json")]);
+    let writes: Vec<&Value> =
+        applied["applied"].as_array().unwrap().iter().filter(|entry| entry["written"] == true).collect();
+    assert_eq!(writes.len(), 1, "only the organization upsert writes: {applied}");
+    // An operator identity issued by the CLI reads but may not write.
+    let issued = Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(["identity", "issue", "--name", "Ada", "--user-id", "ada", "--role", "viewer", "--ttl", "1h"])
+        .env("CLOUDLY_DATA_DIR", data_dir)
+        .output()
+        .unwrap();
+    assert!(issued.status.success());
+    let viewer = data_dir.join("viewer.json");
+    std::fs::write(&viewer, &issued.stdout).unwrap();
+    let current_as_viewer = cli(&url, &viewer, &["ingress", "get", "--cluster", "c1"]);
+    assert_eq!(current_as_viewer["designation"], rotated["designation"]);
+    let refused = Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(["org", "put", "--id", "org2", "--name", "Other"])
+        .env("CLOUDLY_URL", &url)
+        .env("CLOUDLY_IDENTITY", &viewer)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("identity-forbidden"));
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(child.wait().unwrap().success());
 }

@@ -134,6 +134,16 @@ pub enum AdminCommand {
     /// Cluster ingress designation.
     #[command(subcommand)]
     Ingress(IngressCommand),
+    /// Apply a whole inventory from one JSON file: `{ organizations, clusters, nodes, services }`
+    /// (each optional). Records are created, or replaced by compare-and-swap on their current
+    /// revision when they differ; node bearers issued on creation are printed once.
+    Apply {
+        /// The inventory JSON file.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        #[command(flatten)]
+        connection: Connection,
+    },
     /// Call any method with a request file; the identity is added to the request.
     Call {
         /// The method name.
@@ -351,8 +361,78 @@ impl From<anyhow::Error> for Outcome {
     }
 }
 
+/// Creates or replaces every record of an inventory file, in dependency order.
+async fn apply(session: &Session, inventory: &Value) -> Result<Value, Outcome> {
+    let list = |key: &str| -> Result<Vec<Value>, Outcome> {
+        match inventory.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items.clone()),
+            Some(_) => Err(Outcome::Failed(anyhow::anyhow!("inventory {key} must be a list"))),
+        }
+    };
+    if let Some(key) = inventory.as_object().and_then(|members| {
+        members.keys().find(|key| !["organizations", "clusters", "nodes", "services"].contains(&key.as_str()))
+    }) {
+        return Err(Outcome::Failed(anyhow::anyhow!("inventory has an unknown member {key:?}")));
+    }
+    let mut applied = Vec::new();
+    for organization in list("organizations")? {
+        session.call("putOrganization", json!({ "organization": organization })).await?;
+        applied.push(json!({ "organization": organization["id"], "written": true }));
+    }
+    for cluster in list("clusters")? {
+        let current = match session.call("getCluster", json!({ "clusterId": cluster["id"] })).await {
+            Ok(answer) => Some(answer["cluster"].clone()),
+            Err(CallError::Typed(error)) if error.code() == "not-found" => None,
+            Err(error) => return Err(error.into()),
+        };
+        let expected = current.as_ref().map(|stored| stored["revision"].clone());
+        let unchanged = current.as_ref().is_some_and(|stored| {
+            let mut stored = stored.clone();
+            stored.as_object_mut().map(|members| members.remove("revision"));
+            stored == cluster
+        });
+        if !unchanged {
+            session.call("putCluster", json!({ "cluster": cluster, "expectedRevision": expected })).await?;
+        }
+        applied.push(json!({ "cluster": cluster["id"], "written": !unchanged }));
+    }
+    for entry in list("nodes")? {
+        let answer = session
+            .call(
+                "putClusterNode",
+                json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": false }),
+            )
+            .await?;
+        applied.push(json!({ "cluster": entry["clusterId"], "node": entry["node"]["id"], "bearer": answer["bearer"] }));
+    }
+    for spec in list("services")? {
+        let request = json!({ "clusterId": spec["clusterId"], "serviceId": spec["serviceId"] });
+        let current = match session.call("getServiceRuntimeSpec", request).await {
+            Ok(answer) => Some(answer["spec"].clone()),
+            Err(CallError::Typed(error)) if error.code() == "not-found" => None,
+            Err(error) => return Err(error.into()),
+        };
+        let expected = current.as_ref().map(|stored| stored["revision"].clone());
+        let unchanged = current.as_ref().is_some_and(|stored| {
+            let mut stored = stored.clone();
+            stored.as_object_mut().map(|members| members.remove("revision"));
+            stored == spec
+        });
+        if !unchanged {
+            session.call("putServiceRuntimeSpec", json!({ "spec": spec, "expectedRevision": expected })).await?;
+        }
+        applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "written": !unchanged }));
+    }
+    Ok(json!({ "applied": applied }))
+}
+
 async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
     match command {
+        AdminCommand::Apply { file, connection } => {
+            let session = Session::open(&connection)?;
+            apply(&session, &read_json(&file)?).await
+        }
         AdminCommand::Call { method, file, connection } => {
             let session = Session::open(&connection)?;
             Ok(session.call(&method, read_json(&file)?).await?)
