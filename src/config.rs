@@ -59,6 +59,13 @@ pub struct ServeConfig {
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT.
     #[arg(long, env = "CLOUDLY_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
+    /// This controller's id (`controller.id` of what it issues); controllers sharing one
+    /// database use the same id.
+    #[arg(long, env = "CLOUDLY_CONTROLLER_ID", default_value = "cloudly")]
+    pub controller_id: String,
+    /// How long a relay connection stays elected without a connect or heartbeat, in ms.
+    #[arg(long, env = "CLOUDLY_RELAY_LEASE_MS", default_value_t = 30_000)]
+    pub relay_lease_ms: u64,
     /// Lifetime of the bootstrap administrator identity written on first start, in hours.
     #[arg(long, env = "CLOUDLY_BOOTSTRAP_IDENTITY_TTL_HOURS", default_value_t = 24 * 90)]
     pub bootstrap_identity_ttl_hours: u64,
@@ -74,6 +81,14 @@ impl ServeConfig {
         }
     }
 
+    /// The decision settings, or why the configuration is wrong.
+    pub fn controller_settings(&self) -> anyhow::Result<crate::domain::ControllerSettings> {
+        let controller_id = crate::contract::Id::parse(&self.controller_id)
+            .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
+        anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
+        Ok(crate::domain::ControllerSettings { controller_id, relay_lease_ms: self.relay_lease_ms })
+    }
+
     /// The configuration as JSON with secrets redacted (`cloudly config`).
     pub fn redacted(&self) -> Value {
         json!({
@@ -86,6 +101,8 @@ impl ServeConfig {
             "requestTimeoutSeconds": self.request_timeout_seconds,
             "shutdownGraceSeconds": self.shutdown_grace_seconds,
             "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
+            "controllerId": self.controller_id,
+            "relayLeaseMs": self.relay_lease_ms,
             "keys": self.store.data_dir.join("keys").display().to_string(),
         })
     }

@@ -4,7 +4,7 @@ use crate::api::{self, AppState, Limits};
 use crate::config::{LogFormat, ServeConfig, StoreConfig};
 use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
-use crate::domain::{Clock, Controller, SystemClock};
+use crate::domain::{Clock, Controller, ControllerSettings, SystemClock};
 use crate::keys::{ControllerKeys, write_new_private_file};
 use crate::store::{self, SharedStore};
 use anyhow::Context as _;
@@ -26,7 +26,10 @@ pub fn init_tracing(format: LogFormat) {
 }
 
 /// Opens the data directory's keys and the store (applying migrations).
-pub async fn open_controller(config: &StoreConfig) -> anyhow::Result<(Arc<Controller>, bool)> {
+pub async fn open_controller(
+    config: &StoreConfig,
+    settings: ControllerSettings,
+) -> anyhow::Result<(Arc<Controller>, bool)> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
     let (keys, created) = ControllerKeys::load_or_create(&config.data_dir)?;
@@ -35,7 +38,7 @@ pub async fn open_controller(config: &StoreConfig) -> anyhow::Result<(Arc<Contro
     }
     let store: SharedStore = store::open(&config.database_url()).await.context("open the store")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    Ok((Arc::new(Controller::new(store, Arc::new(keys), clock)), created))
+    Ok((Arc::new(Controller::with_settings(store, Arc::new(keys), clock, settings)), created))
 }
 
 /// Writes `<data dir>/admin-identity.json` (mode 0600) unless it exists. Answers its path and
@@ -110,7 +113,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
 /// `cloudly serve`: runs until SIGTERM or SIGINT, then drains.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     init_tracing(config.log_format);
-    let (controller, _) = open_controller(&config.store).await?;
+    let (controller, _) = open_controller(&config.store, config.controller_settings()?).await?;
     let (identity_path, written) = ensure_bootstrap_identity(
         &config.store.data_dir,
         &controller,

@@ -94,6 +94,22 @@ impl From<StoreError> for DomainError {
     }
 }
 
+/// Settings of the decisions, from configuration.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// This controller's id: `controller.id` of the sessions, assignments and projections it
+    /// issues (`controller.kind` is always `cloudly`). Controllers sharing a database share it.
+    pub controller_id: Id,
+    /// How long a relay connection stays elected without a connect or heartbeat.
+    pub relay_lease_ms: u64,
+}
+
+impl Default for ControllerSettings {
+    fn default() -> Self {
+        ControllerSettings { controller_id: Id::parse("cloudly").expect("a valid id"), relay_lease_ms: 30_000 }
+    }
+}
+
 /// The controller: store, keys, identity verifier and clock, shared by every request.
 pub struct Controller {
     /// The store.
@@ -104,13 +120,25 @@ pub struct Controller {
     pub identities: IdentityVerifier,
     /// The clock.
     pub clock: Arc<dyn Clock>,
+    /// The settings.
+    pub settings: ControllerSettings,
 }
 
 impl Controller {
     /// A controller over `store` with `keys`.
     pub fn new(store: SharedStore, keys: Arc<ControllerKeys>, clock: Arc<dyn Clock>) -> Controller {
+        Controller::with_settings(store, keys, clock, ControllerSettings::default())
+    }
+
+    /// A controller with explicit settings.
+    pub fn with_settings(
+        store: SharedStore,
+        keys: Arc<ControllerKeys>,
+        clock: Arc<dyn Clock>,
+        settings: ControllerSettings,
+    ) -> Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
-        Controller { store, keys, identities, clock }
+        Controller { store, keys, identities, clock, settings }
     }
 
     /// Verifies `request.identity` and the role it needs.

@@ -15,6 +15,8 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 mod codec;
+pub mod relays;
+pub mod sessions;
 mod postgres;
 mod sqlite;
 
@@ -215,7 +217,7 @@ pub struct RecordedMutation {
 
 /// The store, as the domain sees it. Methods name domain operations, not tables.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: relays::RelayStore + sessions::SessionStore + Send + Sync + 'static {
     /// Which backend this is.
     fn backend(&self) -> Backend;
 

@@ -9,6 +9,9 @@
 //! second guard besides the lock. Migrations take sqlx's advisory lock, so two processes starting
 //! at once apply them once.
 
+mod relays;
+mod sessions;
+
 use super::codec::{
     self, AppliedMigration, ClusterColumns, EmbeddedMigration, check_designation_write, counter_from_sql,
     counter_to_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,

@@ -12,6 +12,9 @@
 //! [`SQLITE_BUSY_TIMEOUT`]. An in-memory database (`sqlite::memory:`) lives as long as its one
 //! connection, so its pool holds exactly one connection that never expires.
 
+mod relays;
+mod sessions;
+
 use super::codec::{
     self, AppliedMigration, ClusterColumns, EmbeddedMigration, check_designation_write, counter_from_sql,
     counter_to_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,
