@@ -14,6 +14,9 @@ use cloudly::contract::network::projection::{
     ControllerKind, ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference, RuntimeNetworkProjection,
     admit_projection, validate_runtime_network_projection,
 };
+use cloudly::contract::network::text::{
+    snapshot_runtime_network_projection_text, validate_runtime_network_projection_text,
+};
 use cloudly::contract::network::workload_ingress::{
     PacketGrant, PacketGrantDestination, WorkloadIngressGrant, WorkloadIngressProjection,
 };
@@ -23,6 +26,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ed25519_dalek::SigningKey;
 use sha2::{Digest as _, Sha256};
 use std::hint::black_box;
+use std::time::Instant;
 
 const ENDPOINTS: u32 = 4096;
 const GRANTS: u32 = 1024;
@@ -41,7 +45,8 @@ fn placeholder() -> Sha256Digest {
 fn leases() -> Vec<RuntimeNetworkLease> {
     (0..ENDPOINTS)
         .map(|index| {
-            let node = if (1..=GRANTS).contains(&index) { format!("node-{}", 2 + index % 8) } else { "node-1".to_owned() };
+            let node =
+                if (1..=GRANTS).contains(&index) { format!("node-{}", 2 + index % 8) } else { "node-1".to_owned() };
             let subnet = Ipv4Prefix::new(Ipv4::from_u32(0x0a40_0000 + index * 4), 30).expect("a /30");
             RuntimeNetworkLease {
                 id: id(&format!("lease-{index:05}")),
@@ -137,7 +142,9 @@ fn previous_and_next() -> (RuntimeNetworkProjection, RuntimeNetworkProjection) {
     next.previous = Some(previous.reference());
     next.workload_ingress = Some(WorkloadIngressProjection {
         grants: grants(&leases, 9090, &authorization),
-        withdrawals: sorted(older.into_iter().chain(previous_grants.iter().map(WorkloadIngressGrant::packet_grant)).collect()),
+        withdrawals: sorted(
+            older.into_iter().chain(previous_grants.iter().map(WorkloadIngressGrant::packet_grant)).collect(),
+        ),
     });
     next.digest = placeholder();
     (previous, next)
@@ -164,7 +171,28 @@ fn contract(c: &mut Criterion) {
         text.len()
     );
 
-    c.bench_function("issue: digest + admit + sign (typed)", |bench| {
+    // A quick ratio before criterion's runs: the fastest of 30 runs of each, the run least
+    // disturbed by other work on a busy machine.
+    let fastest = |run: &mut dyn FnMut()| {
+        (0..30)
+            .map(|_| {
+                let started = Instant::now();
+                run();
+                started.elapsed()
+            })
+            .min()
+            .expect("at least one run")
+    };
+    let validate = fastest(&mut || drop(validate_runtime_network_projection_text(black_box(&text))));
+    let hash = fastest(&mut || {
+        black_box(Sha256::digest(black_box(&canonical)));
+    });
+    eprintln!(
+        "fastest of 30: (b) text validation {validate:?}, (c) SHA-256 {hash:?}: (b) = {:.1} × (c) (target ≤ 10)",
+        validate.as_secs_f64() / hash.as_secs_f64()
+    );
+
+    c.bench_function("(a) issue: digest + admit + sign (typed)", |bench| {
         bench.iter_batched(
             || next_template.clone(),
             |mut next| {
@@ -178,7 +206,17 @@ fn contract(c: &mut Criterion) {
     c.bench_function("admit only (typed, both generations validated)", |bench| {
         bench.iter(|| admit_projection(Some(&previous), black_box(&next), None).expect("admissible"))
     });
-    c.bench_function("validate from JSON text", |bench| {
+    c.bench_function("(b) validate from JSON text (text reader)", |bench| {
+        bench.iter(|| validate_runtime_network_projection_text(black_box(&text)).expect("valid"))
+    });
+    c.bench_function("snapshot from JSON text (text reader)", |bench| {
+        bench.iter(|| snapshot_runtime_network_projection_text(black_box(&text)).expect("valid"))
+    });
+    c.bench_function("validate typed (whole-projection rules + digest)", |bench| {
+        bench.iter(|| black_box(&next).validate().expect("valid"))
+    });
+    c.bench_function("canonical bytes (typed)", |bench| bench.iter(|| black_box(&next).canonical_without_digest()));
+    c.bench_function("(b, Value path) parse_record_text + validate_runtime_network_projection", |bench| {
         bench.iter(|| {
             let value = parse_record_text(black_box(&text)).expect("the record text");
             validate_runtime_network_projection(&value).expect("valid")
@@ -190,7 +228,7 @@ fn contract(c: &mut Criterion) {
     c.bench_function("serde_json::from_str::<Value> (reference)", |bench| {
         bench.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)).expect("JSON"))
     });
-    c.bench_function("sha256 over the canonical bytes", |bench| {
+    c.bench_function("(c) sha256 over the canonical bytes", |bench| {
         bench.iter(|| Sha256::digest(black_box(&canonical)))
     });
 }

@@ -86,7 +86,11 @@ impl ServeConfig {
         let controller_id = crate::contract::Id::parse(&self.controller_id)
             .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
         anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
-        Ok(crate::domain::ControllerSettings { controller_id, relay_lease_ms: self.relay_lease_ms })
+        Ok(crate::domain::ControllerSettings {
+            controller_id,
+            relay_lease_ms: self.relay_lease_ms,
+            ..crate::domain::ControllerSettings::default()
+        })
     }
 
     /// The configuration as JSON with secrets redacted (`cloudly config`).

@@ -4,6 +4,7 @@
 mod support;
 
 use cloudly::contract::json::{canonical, canonical_without_digest, parse_record_text};
+use cloudly::contract::kind::compute_digest;
 use cloudly::contract::network::lease::{
     RuntimeNetworkLease, snapshot_runtime_network_lease, validate_runtime_network_lease,
 };
@@ -13,9 +14,11 @@ use cloudly::contract::network::projection::{
     snapshot_runtime_network_projection, validate_runtime_network_projection,
     validate_runtime_network_projection_violations,
 };
+use cloudly::contract::network::text::{
+    snapshot_runtime_network_projection_text, validate_runtime_network_projection_text,
+};
 use cloudly::contract::reader::nullable;
 use cloudly::contract::signing::{PublishedKey, decode_public_key, sign, signed_to_value, verify};
-use cloudly::contract::kind::compute_digest;
 use cloudly::contract::{AuthorityReference, DigestedRecord, RecordKind};
 use ed25519_dalek::SigningKey;
 use serde_json::Value;
@@ -82,7 +85,11 @@ fn invalid_projections_reject_with_the_fixed_message() {
         assert!(get_runtime_network_projection_workload_ingress_packet_grants(value).is_err(), "{name}");
         // A typed projection that passes the snapshot fails the typed validation the same way.
         if let Ok(snapshot) = snapshot_runtime_network_projection(value) {
-            assert_eq!(snapshot.validate().map_err(|error| error.to_string()), Err(CONTRACT_ERROR.to_owned()), "{name}");
+            assert_eq!(
+                snapshot.validate().map_err(|error| error.to_string()),
+                Err(CONTRACT_ERROR.to_owned()),
+                "{name}"
+            );
         }
         run += 1;
     }
@@ -124,7 +131,11 @@ fn admissions_give_the_expected_status() {
         let answer = admit_runtime_network_projection(previous, &case["next"], applied.as_ref());
         match case["expect"].as_str().unwrap() {
             "reject" => {
-                assert_eq!(answer.map(|admission| admission.status).map_err(|e| e.to_string()), Err(CONTRACT_ERROR.to_owned()), "{name}");
+                assert_eq!(
+                    answer.map(|admission| admission.status).map_err(|e| e.to_string()),
+                    Err(CONTRACT_ERROR.to_owned()),
+                    "{name}"
+                );
             }
             expected => {
                 let admission = answer.unwrap_or_else(|error| panic!("{name}: {error}"));
@@ -174,7 +185,9 @@ fn the_signed_projection_verifies_and_signs_identically() {
     let keys = [PublishedKey::new(key)];
     assert_eq!(keys[0].key_id, vector["keyId"].as_str().unwrap());
     let seed: [u8; 32] = (0..32)
-        .map(|index| u8::from_str_radix(&vector["privateSeedHex"].as_str().unwrap()[index * 2..index * 2 + 2], 16).unwrap())
+        .map(|index| {
+            u8::from_str_radix(&vector["privateSeedHex"].as_str().unwrap()[index * 2..index * 2 + 2], 16).unwrap()
+        })
         .collect::<Vec<_>>()
         .try_into()
         .unwrap();
@@ -184,7 +197,8 @@ fn the_signed_projection_verifies_and_signs_identically() {
         if case["domain"] != RecordKind::RuntimeNetworkProjection.domain().unwrap() {
             continue;
         }
-        let projection: RuntimeNetworkProjection = verify(&case["signed"], &keys).expect("the signed projection verifies");
+        let projection: RuntimeNetworkProjection =
+            verify(&case["signed"], &keys).expect("the signed projection verifies");
         validate_runtime_network_projection(&case["signed"]["payload"]).expect("the signed payload is valid");
         // Ed25519 is deterministic: signing the typed payload again gives the same envelope.
         assert_eq!(signed_to_value(&sign(&signing_key, projection)), case["signed"]);
@@ -204,4 +218,26 @@ fn admission_cases_hold_valid_projections() {
             }
         }
     }
+}
+
+#[test]
+fn the_text_reader_agrees_with_the_value_path_on_every_vector() {
+    let vector = vector();
+    let mut run = 0;
+    for key in ["valid", "invalid"] {
+        for (name, case) in all_cases(&vector, key) {
+            let value = &case["projection"];
+            let text = serde_json::to_string(value).unwrap();
+            let expected = validate_runtime_network_projection(value);
+            assert_eq!(validate_runtime_network_projection_text(&text), expected, "{key} {name}");
+            assert_eq!(key == "valid", expected.is_ok(), "{key} {name}");
+            assert_eq!(
+                snapshot_runtime_network_projection_text(&text),
+                snapshot_runtime_network_projection(value),
+                "{key} {name}: snapshot"
+            );
+            run += 1;
+        }
+    }
+    assert_eq!(run, vector["valid"].as_array().unwrap().len() + vector["invalid"].as_array().unwrap().len());
 }

@@ -75,6 +75,18 @@ impl From<DomainError> for ApiError {
                 "expectedDesignation is not the cluster's current designation",
                 json!({ "code": "designation-conflict", "current": current }),
             ),
+            DomainError::RelayConnectionLost => ApiError::new(
+                "the relay connection is superseded or expired; connect again",
+                json!({ "code": "relay-connection-lost" }),
+            ),
+            DomainError::PrincipalRefused => ApiError::new("principal refused", json!({ "code": "principal-refused" })),
+            DomainError::SessionNotCurrent(current) => ApiError::new(
+                "the session is not the current session of this socket",
+                json!({ "code": "principal-refused", "current": current.as_ref().map(|session| session.to_value()) }),
+            ),
+            DomainError::AssignmentNotFound => {
+                ApiError::new("assignment not found", json!({ "code": "not-found", "what": "assignment" }))
+            }
             DomainError::StoreUnavailable => ApiError::new(
                 "the store did not answer",
                 json!({ "code": "store-unavailable", "retryAfterMs": STORE_RETRY_AFTER_MS }),

@@ -4,26 +4,42 @@
 use super::error::ApiError;
 use crate::contract::DigestedRecord;
 use crate::contract::signing::{encode_public_key, key_id};
-use crate::domain::Controller;
+use crate::domain::{Controller, relays};
 use crate::store::{StoredCluster, StoredNode};
 use serde_json::{Map, Value, json};
 
 /// Every method name, sorted. `openapi/openapi.yaml` must describe exactly these.
 pub const METHODS: &[&str] = &[
+    "connectClusterRelay",
+    "deleteClusterIngressRoute",
     "deleteService",
     "designateClusterIngress",
     "getCluster",
     "getClusterIngressDesignation",
+    "getClusterIngressRouteTable",
+    "getClusterIngressRoutes",
     "getControllerSigningKeys",
+    "getRuntimeAssignments",
     "getServiceRuntimeSpec",
+    "heartbeatClusterRelay",
+    "issueClusterRelayCredential",
     "listClusterIngressDesignations",
     "listClusterNodes",
     "listClusters",
+    "openRuntimeSession",
     "putCluster",
+    "putClusterIngressRoute",
     "putClusterNode",
     "putOrganization",
     "putServiceRuntimeSpec",
+    "reportRuntimeAssignmentState",
+    "resolveRuntimeSecretBindings",
 ];
+
+/// The node methods (`04-registration.md`): served only on `/typedsocket` (`api::socket`); over
+/// HTTP they answer `principal-refused`.
+pub const NODE_METHODS: &[&str] =
+    &["getRuntimeAssignments", "openRuntimeSession", "reportRuntimeAssignmentState", "resolveRuntimeSecretBindings"];
 
 /// True for a method of [`METHODS`].
 pub fn is_known(method: &str) -> bool {
@@ -40,10 +56,24 @@ fn node_json(stored: &StoredNode) -> Value {
     serde_json::to_value(&stored.node).expect("nodes serialize")
 }
 
-/// Answers one request of `method`. `request` is the envelope's `request` member.
+/// Answers one request of `method` without `authInfo` (see [`call_with_auth`]).
 pub async fn call(controller: &Controller, method: &str, request: &Value) -> Result<Value, ApiError> {
+    call_with_auth(controller, method, request, None).await
+}
+
+/// Answers one request of `method`. `request` is the envelope's `request` member; `auth_jwt` is
+/// the envelope's `authInfo.jwt`, the principal of the relay methods (a relay connection token).
+pub async fn call_with_auth(
+    controller: &Controller,
+    method: &str,
+    request: &Value,
+    auth_jwt: Option<&str>,
+) -> Result<Value, ApiError> {
     if !is_known(method) {
         return Err(ApiError::unknown_method());
+    }
+    if NODE_METHODS.contains(&method) {
+        return Err(crate::domain::DomainError::PrincipalRefused.into());
     }
     let empty = Map::new();
     let request = match request {
@@ -86,19 +116,16 @@ pub async fn call(controller: &Controller, method: &str, request: &Value) -> Res
             json!({ "node": node_json(&put.node), "bearer": put.bearer.as_ref().map(|bearer| bearer.expose()) })
         }
         "listClusterNodes" => {
-            let nodes: Vec<Value> = controller
-                .list_cluster_nodes(request)
-                .await?
-                .iter()
-                .map(|stored| {
-                    json!({
-                        "id": stored.node.id,
-                        "hostAddresses": stored.node.host_addresses,
-                        "session": null,
-                        "connected": false,
-                    })
-                })
-                .collect();
+            let mut nodes = Vec::new();
+            for stored in controller.list_cluster_nodes(request).await? {
+                let (session, connected) = controller.node_session_status(&stored.cluster_id, &stored.node.id).await?;
+                nodes.push(json!({
+                    "id": stored.node.id,
+                    "hostAddresses": stored.node.host_addresses,
+                    "session": session.as_ref().map(|session| session.to_value()),
+                    "connected": connected,
+                }));
+            }
             json!({ "nodes": nodes })
         }
         "putServiceRuntimeSpec" => json!({ "spec": controller.put_service_runtime_spec(request).await? }),
@@ -106,6 +133,43 @@ pub async fn call(controller: &Controller, method: &str, request: &Value) -> Res
         "deleteService" => {
             controller.delete_service(request).await?;
             json!({ "deleted": true })
+        }
+        "issueClusterRelayCredential" => {
+            let issued = controller.issue_cluster_relay_credential(request).await?;
+            // The one answer that shows a relay bearer: it is issued here and stored only hashed.
+            json!({ "relay": issued.relay.to_json(), "bearer": issued.bearer.expose() })
+        }
+        "connectClusterRelay" => {
+            let connected = controller.connect_cluster_relay(request).await?;
+            // The one answer that shows a connection token: it is stored only hashed.
+            json!({
+                "connection": relays::connection_json(&connected.connection),
+                "token": connected.token.expose(),
+                "leaseMs": connected.lease_ms,
+            })
+        }
+        "heartbeatClusterRelay" => {
+            let connection = controller.heartbeat_cluster_relay(request, auth_jwt).await?;
+            json!({
+                "connection": relays::connection_json(&connection),
+                "leaseMs": controller.settings.relay_lease_ms,
+            })
+        }
+        "getClusterIngressRouteTable" => {
+            let table = controller.get_cluster_ingress_route_table(request, auth_jwt).await?;
+            json!({ "table": relays::route_table_json(table.as_ref()) })
+        }
+        "putClusterIngressRoute" => {
+            let table = controller.put_cluster_ingress_route(request).await?;
+            json!({ "table": relays::route_table_json(Some(&table)) })
+        }
+        "deleteClusterIngressRoute" => {
+            let table = controller.delete_cluster_ingress_route(request).await?;
+            json!({ "table": relays::route_table_json(table.as_ref()) })
+        }
+        "getClusterIngressRoutes" => {
+            let table = controller.get_cluster_ingress_routes(request).await?;
+            json!({ "table": relays::route_table_json(table.as_ref()) })
         }
         "getControllerSigningKeys" => {
             // Anyone may ask; an identity a client attaches to every call is ignored.

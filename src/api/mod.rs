@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod methods;
+pub mod socket;
 
 use crate::domain::Controller;
 use axum::Router;
@@ -92,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), shed_load));
     Router::new()
         .route("/typedrequest", typed_request)
+        .route("/typedsocket", get(socket::typed_socket))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -189,16 +191,26 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     // Metric labels are bounded: an unknown method is counted as "unknown".
     let method_label = if methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
     let started = Instant::now();
-    let outcome =
-        match tokio::time::timeout(state.limits.request_timeout, methods::call(&state.controller, method, request))
-            .await
-        {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                tracing::warn!(method = %method_label, "request timed out");
-                Err(ApiError::from(crate::domain::DomainError::StoreUnavailable))
-            }
-        };
+    let auth_jwt = envelope.get("authInfo").and_then(|auth| auth.get("jwt")).and_then(Value::as_str);
+    // The long poll of `getClusterIngressRouteTable` is exempt from the request timeout for as
+    // long as it may hold a call (`02-wire.md`, "Limits").
+    let timeout = if method == "getClusterIngressRouteTable" {
+        state.limits.request_timeout + Duration::from_millis(state.controller.settings.route_table_long_poll_ms)
+    } else {
+        state.limits.request_timeout
+    };
+    let outcome = match tokio::time::timeout(
+        timeout,
+        methods::call_with_auth(&state.controller, method, request, auth_jwt),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            tracing::warn!(method = %method_label, "request timed out");
+            Err(ApiError::from(crate::domain::DomainError::StoreUnavailable))
+        }
+    };
     let code = match &outcome {
         Ok(_) => "ok".to_owned(),
         Err(error) => error.code().to_owned(),

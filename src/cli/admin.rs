@@ -134,6 +134,12 @@ pub enum AdminCommand {
     /// Cluster ingress designation.
     #[command(subcommand)]
     Ingress(IngressCommand),
+    /// Cluster relays.
+    #[command(subcommand)]
+    Relay(RelayCommand),
+    /// The cluster ingress route table.
+    #[command(subcommand)]
+    Route(RouteCommand),
     /// Apply a whole inventory from one JSON file: `{ organizations, clusters, nodes, services }`
     /// (each optional). Records are created, or replaced by compare-and-swap on their current
     /// revision when they differ; node bearers issued on creation are printed once.
@@ -247,6 +253,60 @@ pub enum ServiceCommand {
         service: String,
         #[arg(long = "expected-revision")]
         expected_revision: u64,
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RelayCommand {
+    /// Issue or rotate a relay's credential; prints its bearer once.
+    Credential {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        relay: String,
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ProtocolArg {
+    Tcp,
+    Udp,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RouteCommand {
+    /// Create or replace the route of a hostname.
+    Put {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        hostname: String,
+        #[arg(long)]
+        service: String,
+        #[arg(long, value_enum, default_value = "tcp")]
+        protocol: ProtocolArg,
+        #[arg(long)]
+        port: u16,
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Delete the route of a hostname.
+    Delete {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        hostname: String,
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// The cluster's route table (`null` before its first route).
+    List {
+        #[arg(long)]
+        cluster: String,
         #[command(flatten)]
         connection: Connection,
     },
@@ -481,6 +541,27 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
                 let request =
                     json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision });
                 Ok(Session::open(&connection)?.call("deleteService", request).await?)
+            }
+        },
+        AdminCommand::Relay(RelayCommand::Credential { cluster, relay, connection }) => Ok(Session::open(&connection)?
+            .call("issueClusterRelayCredential", json!({ "clusterId": cluster, "relayId": relay }))
+            .await?),
+        AdminCommand::Route(command) => match command {
+            RouteCommand::Put { cluster, hostname, service, protocol, port, connection } => {
+                let protocol = match protocol {
+                    ProtocolArg::Tcp => "tcp",
+                    ProtocolArg::Udp => "udp",
+                };
+                let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
+                Ok(Session::open(&connection)?
+                    .call("putClusterIngressRoute", json!({ "clusterId": cluster, "route": route }))
+                    .await?)
+            }
+            RouteCommand::Delete { cluster, hostname, connection } => Ok(Session::open(&connection)?
+                .call("deleteClusterIngressRoute", json!({ "clusterId": cluster, "hostname": hostname }))
+                .await?),
+            RouteCommand::List { cluster, connection } => {
+                Ok(Session::open(&connection)?.call("getClusterIngressRoutes", json!({ "clusterId": cluster })).await?)
             }
         },
         AdminCommand::Ingress(command) => match command {

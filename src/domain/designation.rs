@@ -124,6 +124,7 @@ impl Controller {
                         actor = %designation.actor_id,
                         "cluster ingress designation accepted"
                     );
+                    self.assignments_changed(&designation.cluster_id).await;
                     return Ok(DesignationAnswer { designation, spec, replayed: false });
                 }
                 DesignationCommit::Refused(refusal) => return Err(refusal_error(refusal)),

@@ -49,7 +49,10 @@ impl Controller {
         let cluster = parse_cluster(member(request, "cluster")).map_err(DomainError::RequestInvalid)?;
         let expected = expected_revision(request)?;
         match self.store.put_cluster(&cluster, expected).await? {
-            PutOutcome::Written(stored) => Ok(stored),
+            PutOutcome::Written(stored) => {
+                self.assignments_changed(&stored.cluster.id).await;
+                Ok(stored)
+            }
             PutOutcome::RevisionConflict { current } => Err(DomainError::RevisionConflict(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::DesignationKindConflict => Err(DomainError::DesignationKindConflict),
@@ -88,6 +91,7 @@ impl Controller {
         match self.store.put_node(&cluster_id, &node, bearer.as_ref().map(Bearer::hash)).await? {
             PutOutcome::Written((node, created)) => {
                 tracing::info!(cluster = %cluster_id, node = %node.node.id, created, rotated = rotate, "node written");
+                self.assignments_changed(&cluster_id).await;
                 Ok(NodePut { node, bearer })
             }
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
@@ -115,7 +119,10 @@ impl Controller {
         let body = parse_service_spec_body(member(request, "spec")).map_err(DomainError::RequestInvalid)?;
         let expected = expected_revision(request)?;
         match self.store.put_service_spec(&body, expected).await? {
-            PutOutcome::Written(spec) => Ok(spec),
+            PutOutcome::Written(spec) => {
+                self.assignments_changed(&spec.body.cluster_id).await;
+                Ok(spec)
+            }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
@@ -152,7 +159,10 @@ impl Controller {
         let expected = reader::counter(member(request, "expectedRevision"))
             .map_err(|_| DomainError::RequestInvalid(vec!["request expectedRevision must be a counter".to_owned()]))?;
         match self.store.delete_service(&cluster_id, &service_id, expected).await? {
-            PutOutcome::Written(()) => Ok(()),
+            PutOutcome::Written(()) => {
+                self.assignments_changed(&cluster_id).await;
+                Ok(())
+            }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::DesignationKindConflict => Err(DomainError::Internal),

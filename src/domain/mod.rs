@@ -5,10 +5,13 @@
 //! [`Store`](crate::store::Store) trait. Every failure is a [`DomainError`], which `api` alone
 //! turns into an envelope's `error.data`.
 
+pub mod assignments;
 pub mod designation;
 pub mod identity;
 pub mod inventory;
+pub mod relays;
 pub mod secrets;
+pub mod sessions;
 
 use crate::contract::designation::ClusterRuntimeReference;
 use crate::contract::{AuthorityReference, Id};
@@ -70,6 +73,24 @@ pub enum DomainError {
     /// `designation-conflict` with the current reference.
     #[error("designation conflict")]
     DesignationConflict(Option<AuthorityReference>),
+    /// `relay-connection-lost`: a known connection token whose connection is superseded or
+    /// expired; the relay must connect again.
+    #[error("relay connection lost")]
+    RelayConnectionLost,
+    /// `principal-refused` without detail: a node method over HTTP, or `openRuntimeSession`
+    /// with an unknown node or a wrong bearer (never saying which); a relay method without a
+    /// connection token or with an unknown one, or `connectClusterRelay` with an unknown cluster
+    /// or relay or a wrong bearer (never saying which).
+    #[error("principal refused")]
+    PrincipalRefused,
+    /// `principal-refused` with `current`: a node method whose session is not the socket's
+    /// current session (`None`: the socket opened none, or the node has none).
+    #[error("session not current")]
+    SessionNotCurrent(Option<Box<crate::contract::session::RuntimeSessionReference>>),
+    /// `not-found` with `what: "assignment"`: the referenced assignment is not in the node's
+    /// current set (or was never issued to it).
+    #[error("assignment not found")]
+    AssignmentNotFound,
     /// `store-unavailable`.
     #[error("store unavailable")]
     StoreUnavailable,
@@ -102,11 +123,17 @@ pub struct ControllerSettings {
     pub controller_id: Id,
     /// How long a relay connection stays elected without a connect or heartbeat.
     pub relay_lease_ms: u64,
+    /// How long `getClusterIngressRouteTable` holds a call whose `knownRevision` is current.
+    pub route_table_long_poll_ms: u64,
 }
 
 impl Default for ControllerSettings {
     fn default() -> Self {
-        ControllerSettings { controller_id: Id::parse("cloudly").expect("a valid id"), relay_lease_ms: 30_000 }
+        ControllerSettings {
+            controller_id: Id::parse("cloudly").expect("a valid id"),
+            relay_lease_ms: 30_000,
+            route_table_long_poll_ms: 25_000,
+        }
     }
 }
 
@@ -122,6 +149,10 @@ pub struct Controller {
     pub clock: Arc<dyn Clock>,
     /// The settings.
     pub settings: ControllerSettings,
+    /// Wakes route table long polls after this process's route writes.
+    pub route_tables: relays::RouteTableWatch,
+    /// The node sockets of this process (`sessions`).
+    pub links: Arc<sessions::NodeLinks>,
 }
 
 impl Controller {
@@ -138,7 +169,15 @@ impl Controller {
         settings: ControllerSettings,
     ) -> Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
-        Controller { store, keys, identities, clock, settings }
+        Controller {
+            store,
+            keys,
+            identities,
+            clock,
+            settings,
+            route_tables: relays::RouteTableWatch::default(),
+            links: Arc::default(),
+        }
     }
 
     /// Verifies `request.identity` and the role it needs.

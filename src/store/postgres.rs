@@ -31,11 +31,23 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// The migrations of this build, embedded in the binary.
-const MIGRATIONS: &[EmbeddedMigration] = &[EmbeddedMigration {
-    version: 1,
-    description: "inventory and designations",
-    sql: include_str!("../../migrations/postgres/0001_inventory_and_designations.sql"),
-}];
+const MIGRATIONS: &[EmbeddedMigration] = &[
+    EmbeddedMigration {
+        version: 1,
+        description: "inventory and designations",
+        sql: include_str!("../../migrations/postgres/0001_inventory_and_designations.sql"),
+    },
+    EmbeddedMigration {
+        version: 2,
+        description: "relays and routes",
+        sql: include_str!("../../migrations/postgres/0002_relays_and_routes.sql"),
+    },
+    EmbeddedMigration {
+        version: 3,
+        description: "sessions and assignments",
+        sql: include_str!("../../migrations/postgres/0003_sessions_and_assignments.sql"),
+    },
+];
 
 /// How many connections one controller process keeps to PostgreSQL.
 pub const POSTGRES_POOL_SIZE: u32 = 16;

@@ -36,11 +36,23 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// The migrations of this build, embedded in the binary.
-const MIGRATIONS: &[EmbeddedMigration] = &[EmbeddedMigration {
-    version: 1,
-    description: "inventory and designations",
-    sql: include_str!("../../migrations/sqlite/0001_inventory_and_designations.sql"),
-}];
+const MIGRATIONS: &[EmbeddedMigration] = &[
+    EmbeddedMigration {
+        version: 1,
+        description: "inventory and designations",
+        sql: include_str!("../../migrations/sqlite/0001_inventory_and_designations.sql"),
+    },
+    EmbeddedMigration {
+        version: 2,
+        description: "relays and routes",
+        sql: include_str!("../../migrations/sqlite/0002_relays_and_routes.sql"),
+    },
+    EmbeddedMigration {
+        version: 3,
+        description: "sessions and assignments",
+        sql: include_str!("../../migrations/sqlite/0003_sessions_and_assignments.sql"),
+    },
+];
 
 /// How many connections one process keeps to a SQLite file (readers run in parallel in WAL
 /// mode; writers take turns on the database's write lock).

@@ -15,11 +15,11 @@ use crate::contract::reader::{
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 const KIND: RecordKind = RecordKind::RuntimeNetworkAddressPlan;
 
-/// The address plan digest domain, `serve.zone/runtime-network-address-plan`.
+/// `runtimeNetworkAddressPlanContract.digestDomain`: `serve.zone/runtime-network-address-plan`.
 pub const DIGEST_DOMAIN: &str = "serve.zone/runtime-network-address-plan";
 
 /// `validateRuntimeNetworkAddressPlan`'s answer for a value that is not an object with exactly
@@ -70,7 +70,7 @@ impl VpnPlan {
         Ok(VpnPlan { prefix: record.read("prefix", ipv4_prefix)?, hub_prefix: record.read("hubPrefix", ipv4_prefix)? })
     }
 
-    /// True when `address` lies in either VPN prefix.
+    /// True when `address` lies in either VPN prefix (the seed's "outside both VPN prefixes" rule).
     pub fn contains(&self, address: Ipv4) -> bool {
         self.prefix.contains(address) || self.hub_prefix.contains(address)
     }
@@ -118,8 +118,8 @@ pub struct RuntimeNetworkAddressPlan {
 }
 
 impl RuntimeNetworkAddressPlan {
-    /// The controller's step for `putRuntimeNetworkAddressPlan`: the same plan with its digest
-    /// computed from its content.
+    /// `computeRuntimeNetworkAddressPlanDigest` applied by the controller for
+    /// `putRuntimeNetworkAddressPlan`: the same plan with its digest computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
         self.digest = self.compute_digest();
         self
@@ -230,7 +230,7 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
         "pools must be a list of { id, organizationId, prefix }",
     );
     if let Some(pools) = &pools {
-        let mut organizations = HashSet::with_capacity(pools.len());
+        let mut organizations = BTreeSet::new();
         let failure = if !ascending_ids(pools.iter().map(|pool| &pool.id)) {
             Some("pools must be sorted by id")
         } else if valid_prefixes.is_some_and(|prefixes| !pools.iter().all(|pool| inside_sorted(prefixes, pool.prefix)))
@@ -277,8 +277,8 @@ fn read_plan(value: &Value) -> Result<PlanReading, Invalid> {
         "platformEndpoints must be a list of { id, address, protocol, port }",
     );
     if let Some(endpoints) = &platform_endpoints {
-        let mut sockets = HashSet::with_capacity(endpoints.len());
-        let hub_ids: Option<HashSet<&Id>> = hubs.as_ref().map(|hubs| hubs.iter().map(|hub| &hub.id).collect());
+        let mut sockets = BTreeSet::new();
+        let hub_ids: Option<BTreeSet<&Id>> = hubs.as_ref().map(|hubs| hubs.iter().map(|hub| &hub.id).collect());
         let failure = if !ascending_ids(endpoints.iter().map(|endpoint| &endpoint.id)) {
             Some("platformEndpoints must be sorted by id")
         } else if !endpoints.iter().all(|endpoint| sockets.insert((endpoint.address, endpoint.port, endpoint.protocol)))
@@ -374,12 +374,12 @@ pub enum PlanAdmission {
 }
 
 impl PlanAdmission {
-    /// True for `{ accepted: true }`.
+    /// The answer's `accepted` member.
     pub fn is_accepted(&self) -> bool {
         matches!(self, PlanAdmission::Accepted)
     }
 
-    /// The violations (empty when accepted).
+    /// The answer's `violations` member (empty when accepted).
     pub fn violations(&self) -> &[String] {
         match self {
             PlanAdmission::Accepted => &[],
@@ -439,7 +439,7 @@ fn change_violations(previous: &RuntimeNetworkAddressPlan, next: &PlanReading) -
     };
     name(next.cluster_id.as_ref().is_some_and(|id| *id != previous.cluster_id), "clusterId must not change");
     if let Some(pools) = &next.pools {
-        let by_id: HashMap<&Id, &AddressPool> = pools.iter().map(|pool| (&pool.id, pool)).collect();
+        let by_id: BTreeMap<&Id, &AddressPool> = pools.iter().map(|pool| (&pool.id, pool)).collect();
         let kept = |check: fn(&AddressPool, &AddressPool) -> bool| {
             previous.pools.iter().all(|old| by_id.get(&old.id).is_none_or(|new| check(old, new)))
         };
@@ -460,7 +460,7 @@ fn change_violations(previous: &RuntimeNetworkAddressPlan, next: &PlanReading) -
         name(new != Some(old), "a VPN once set must not change or be removed");
     }
     if let Some(hubs) = &next.hubs {
-        let by_id: HashMap<&Id, &Hub> = hubs.iter().map(|hub| (&hub.id, hub)).collect();
+        let by_id: BTreeMap<&Id, &Hub> = hubs.iter().map(|hub| (&hub.id, hub)).collect();
         name(!previous.hubs.iter().all(|old| by_id.contains_key(&old.id)), "a hub of the previous revision is missing");
         name(
             !previous

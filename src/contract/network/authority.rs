@@ -12,14 +12,14 @@ use crate::contract::reader::{Parsed, Record, compare_bytes, digest, id, ipv4, l
 use crate::contract::reference::{AuthorityReference, Revision, check_revision};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 const KIND: RecordKind = RecordKind::RuntimeNetworkProtectedAuthority;
 
-/// The protected authority digest domain, `serve.zone/runtime-network-protected-authority`.
+/// `runtimeNetworkProtectedAuthorityContract.digestDomain`: `serve.zone/runtime-network-protected-authority`.
 pub const DIGEST_DOMAIN: &str = "serve.zone/runtime-network-protected-authority";
 
-/// The most platform endpoints one authority holds (hubs included).
+/// `runtimeNetworkProtectedAuthorityContract.maximumPlatformEndpoints`: 64, hubs included.
 pub const MAXIMUM_PLATFORM_ENDPOINTS: usize = 64;
 
 /// `IRuntimeNetworkPlatformEndpoint`: `{ id, address, protocol, port }`. It names no node.
@@ -60,7 +60,7 @@ pub(crate) fn read_platform_endpoints(value: &Value) -> Parsed<Vec<PlatformEndpo
 pub(crate) fn check_platform_endpoints(endpoints: &[PlatformEndpoint]) -> Parsed<()> {
     require(endpoints.len() <= MAXIMUM_PLATFORM_ENDPOINTS)?;
     require(endpoints.windows(2).all(|pair| compare_bytes(pair[0].id.as_str(), pair[1].id.as_str()).is_lt()))?;
-    let mut sockets = HashSet::with_capacity(endpoints.len());
+    let mut sockets = BTreeSet::new();
     require(endpoints.iter().all(|endpoint| sockets.insert((endpoint.address, endpoint.port, endpoint.protocol))))
 }
 
@@ -87,7 +87,8 @@ impl RuntimeNetworkProtectedAuthority {
         AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
     }
 
-    /// The issuer's builder step: the same authority with its digest computed from its content.
+    /// `computeRuntimeNetworkProtectedAuthorityDigest` applied by the issuer: the same authority
+    /// with its digest computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
         self.digest = self.compute_digest();
         self

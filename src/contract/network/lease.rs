@@ -16,10 +16,10 @@ use serde_json::Value;
 
 const KIND: RecordKind = RecordKind::RuntimeNetworkLease;
 
-/// The lease digest domain, `serve.zone/runtime-network-lease`.
+/// `runtimeNetworkLeaseContract.digestDomain`: `serve.zone/runtime-network-lease`.
 pub const DIGEST_DOMAIN: &str = "serve.zone/runtime-network-lease";
 
-/// The prefix length of every lease's link subnet (`/30`).
+/// The prefix length of `IRuntimeNetworkLease['ipv4']['linkSubnet']`: every link subnet is a `/30`.
 pub const LINK_SUBNET_LENGTH: u8 = 30;
 
 /// `IRuntimeNetworkLease['ipv4']`: `{ address, linkSubnet }`, where `linkSubnet` is a `/30` carved
@@ -33,18 +33,18 @@ pub struct LeaseIpv4 {
 }
 
 impl LeaseIpv4 {
-    /// The lease address of `link_subnet`, or `None` unless it is a `/30`.
+    /// `IRuntimeNetworkLease['ipv4']` of `link_subnet`, or `None` unless it is a `/30`.
     pub fn for_link_subnet(link_subnet: Ipv4Prefix) -> Option<Self> {
         (link_subnet.length() == LINK_SUBNET_LENGTH)
             .then(|| LeaseIpv4 { address: Ipv4::from_u32(link_subnet.network().to_u32() + 1), link_subnet })
     }
 
-    /// The workload's address: the link subnet's network address + 1.
+    /// `ipv4.address`: the link subnet's network address + 1.
     pub fn address(&self) -> Ipv4 {
         self.address
     }
 
-    /// The `/30` link subnet.
+    /// `ipv4.linkSubnet`: the `/30` link subnet.
     pub fn link_subnet(&self) -> Ipv4Prefix {
         self.link_subnet
     }
@@ -120,12 +120,14 @@ impl RuntimeNetworkLease {
         AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
     }
 
-    /// True when `reference` is exactly this lease's reference (id, generation and digest).
+    /// `networkEqual(reference, networkReferenceOf(lease))`: `reference` is exactly this lease's
+    /// reference (id, generation and digest).
     pub fn is_referenced_by(&self, reference: &AuthorityReference) -> bool {
         self.id == reference.id && self.generation == reference.generation && self.digest == reference.digest
     }
 
-    /// The issuer's builder step: the same lease with its digest computed from its content.
+    /// `computeRuntimeNetworkLeaseDigest` applied by the issuer: the same lease with its digest
+    /// computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
         self.digest = self.compute_digest();
         self
@@ -167,7 +169,7 @@ impl RuntimeNetworkLease {
         LeaseSpan { start, digest_start, digest_end, end: out.len() }
     }
 
-    /// The canonical bytes of the lease without its top-level `digest` (what its digest hashes).
+    /// `networkCanonical` of the lease without its top-level `digest` (what its digest hashes).
     pub fn canonical_without_digest(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(512);
         self.write_canonical(&mut out, false);

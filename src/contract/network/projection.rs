@@ -18,10 +18,17 @@
 //! it is not checked here, because it needs the store's assignments (a projection alone cannot
 //! tell an assignment's lease from another lease), and the golden vectors hold a valid projection
 //! whose off-node endpoints are the other side of no grant.
+//!
+//! Two rules the spec lists and the seed hunk does not show are checked: a present
+//! `workloadIngress` with no grant and no withdrawal rejects (the spec: it "is omitted when it
+//! would hold no grant and no withdrawal"), and so does a present, empty `hostPlatformEndpointIds`
+//! (seed and vector). A lease's address rule (`/30`, network + 1) is part of the lease schema.
+//!
+//! For JSON text at scale, `super::text` reads the projection without a `serde_json::Value`.
 
 use super::authority::{PlatformEndpoint, RuntimeNetworkProtectedAuthority, check_platform_endpoints};
 use super::canonical::{
-    digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_string, push_u64,
+    digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_string, push_u64, reference_cmp,
 };
 use super::lease::{LeaseSpan, RuntimeNetworkLease};
 use super::workload_ingress::{PacketGrant, RefKey, WorkloadIngressProjection, reference_in_range};
@@ -34,7 +41,6 @@ use crate::contract::reference::{AuthorityReference, Revision, check_revision};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
-use std::collections::HashSet;
 
 const KIND: RecordKind = RecordKind::RuntimeNetworkProjection;
 
@@ -47,10 +53,11 @@ pub const DIGEST_DOMAIN: &str = "serve.zone/runtime-network-projection";
 /// `runtimeNetworkProjectionContract.maximumCanonicalBytes`.
 pub const MAXIMUM_CANONICAL_BYTES: usize = 8_388_608;
 
-/// The most endpoints one projection holds.
+/// `runtimeNetworkProjectionContract`'s endpoint bound: `endpoints` holds at most 4 096.
 pub const MAXIMUM_ENDPOINTS: usize = 4096;
 
-/// The most `hostPlatformEndpointIds` (one per platform endpoint of the authority).
+/// The bound of `IRuntimeNetworkProjection['hostPlatformEndpointIds']`: at most 64 (one per
+/// platform endpoint of the authority).
 pub const MAXIMUM_HOST_PLATFORM_ENDPOINT_IDS: usize = 64;
 
 /// The bytes the top-level `"digest":"sha256:<64 hex>",` member adds to the canonical bytes.
@@ -67,7 +74,7 @@ pub enum ControllerKind {
 }
 
 impl ControllerKind {
-    /// Parses `"cloudly"` or `"onebox"`.
+    /// Reads `IRuntimeNetworkProjection['controller']['kind']`: `"cloudly"` or `"onebox"`.
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "cloudly" => Some(ControllerKind::Cloudly),
@@ -76,7 +83,7 @@ impl ControllerKind {
         }
     }
 
-    /// The wire spelling.
+    /// The wire spelling of `IRuntimeNetworkProjection['controller']['kind']`.
     pub fn as_str(self) -> &'static str {
         match self {
             ControllerKind::Cloudly => "cloudly",
@@ -110,7 +117,7 @@ pub struct ProtectedAuthorityReference {
 }
 
 impl ProtectedAuthorityReference {
-    /// The projection's view of `authority`.
+    /// The projection's `protectedAuthority` for `authority`: its reference and platform endpoints.
     pub fn of(authority: &RuntimeNetworkProtectedAuthority) -> Self {
         ProtectedAuthorityReference {
             id: authority.id.clone(),
@@ -216,19 +223,20 @@ impl RuntimeNetworkProjection {
         AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
     }
 
-    /// The issuer's builder step: the same projection with its digest computed from its content.
+    /// `computeRuntimeNetworkProjectionDigest` applied by the issuer: the same projection with its
+    /// digest computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
         self.digest = self.compute_digest();
         self
     }
 
-    /// The canonical bytes without the top-level `digest` (what the projection digest hashes).
+    /// `networkCanonical` of the projection without its top-level `digest` (what its digest hashes).
     pub fn canonical_without_digest(&self) -> Vec<u8> {
         self.encode(false).bytes
     }
 
-    /// The length of the full canonical bytes, `digest` member included (the quantity bounded
-    /// by [`MAXIMUM_CANONICAL_BYTES`]).
+    /// The length of `networkCanonical(projection)`, `digest` member included (the quantity
+    /// bounded by `runtimeNetworkProjectionContract.maximumCanonicalBytes`).
     pub fn canonical_len(&self) -> usize {
         self.encode(false).bytes.len() + DIGEST_MEMBER_BYTES
     }
@@ -337,7 +345,7 @@ impl RuntimeNetworkProjection {
             require(endpoint.lease.generation <= MAX_SAFE_INTEGER)?;
         }
         require(self.retired_leases.iter().all(reference_in_range))?;
-        require(self.retired_leases.windows(2).all(|pair| pair[0].canonical_cmp(&pair[1]).is_lt()))?;
+        require(self.retired_leases.windows(2).all(|pair| reference_cmp(&pair[0], &pair[1]).is_lt()))?;
         if let Some(ingress) = &self.workload_ingress {
             ingress.check_structure()?;
         }
@@ -381,14 +389,19 @@ impl RuntimeNetworkProjection {
         if let Some(ingress) = &self.workload_ingress {
             require(self.controller.kind == ControllerKind::Cloudly)?;
             require(!ingress.grants.is_empty() || !ingress.withdrawals.is_empty())?;
+            // Grants are ordered by source first, so one ingress lease is looked up once.
+            let mut last_source: Option<(&AuthorityReference, &RuntimeNetworkLease)> = None;
             for grant in &ingress.grants {
                 require(grant.source != grant.destination)?;
-                let source = self.referenced_lease(&grant.source).ok_or(Invalid)?;
+                let source = match last_source {
+                    Some((reference, lease)) if *reference == grant.source => lease,
+                    _ => self.referenced_lease(&grant.source).ok_or(Invalid)?,
+                };
+                last_source = Some((&grant.source, source));
                 let destination = self.referenced_lease(&grant.destination).ok_or(Invalid)?;
                 require(source.node_id == self.node_id || destination.node_id == self.node_id)?;
             }
-            let granted: HashSet<_> = ingress.grants.iter().map(|grant| grant.key()).collect();
-            require(ingress.withdrawals.iter().all(|withdrawal| !granted.contains(&withdrawal.key())))?;
+            require(ingress.withdraws_no_current_grant())?;
         }
 
         let mut hasher = Sha256::new();
@@ -563,6 +576,21 @@ pub fn admit_projection(
     admit_validated(previous, next, applied).map_err(|_| Rejected::of(KIND))
 }
 
+/// A set of keys as a sorted list: deterministic (no hasher seed) and `O(log n)` to query.
+struct Keys<K>(Vec<K>);
+
+impl<K: Ord> Keys<K> {
+    fn new(keys: impl Iterator<Item = K>) -> Self {
+        let mut keys: Vec<K> = keys.collect();
+        keys.sort_unstable();
+        Keys(keys)
+    }
+
+    fn contains(&self, key: &K) -> bool {
+        self.0.binary_search(key).is_ok()
+    }
+}
+
 fn lease_key(lease: &RuntimeNetworkLease) -> RefKey<'_> {
     RefKey::new(lease.id.as_str(), lease.generation, lease.digest.as_str())
 }
@@ -606,28 +634,27 @@ fn admit_validated(
 
     let joined = applied == Some(&previous_reference);
 
-    let known_leases: HashSet<RefKey<'_>> = previous
-        .endpoints
-        .iter()
-        .map(|endpoint| lease_key(&endpoint.lease))
-        .chain(previous.retired_leases.iter().map(RefKey::of))
-        .collect();
+    let known_leases = Keys::new(
+        previous
+            .endpoints
+            .iter()
+            .map(|endpoint| lease_key(&endpoint.lease))
+            .chain(previous.retired_leases.iter().map(RefKey::of)),
+    );
     require(next.retired_leases.iter().all(|retired| known_leases.contains(&RefKey::of(retired))))?;
     if !joined {
-        let retired: HashSet<RefKey<'_>> = next.retired_leases.iter().map(RefKey::of).collect();
+        let retired = Keys::new(next.retired_leases.iter().map(RefKey::of));
         require(previous.retired_leases.iter().all(|old| retired.contains(&RefKey::of(old))))?;
     }
 
     let previous_grants = previous.workload_ingress.as_ref().map_or(&[][..], |ingress| &ingress.grants);
     let next_grants = next.workload_ingress.as_ref().map_or(&[][..], |ingress| &ingress.grants);
-    let granted: HashSet<_> = next_grants.iter().map(|grant| grant.key()).collect();
-    let withdrawn: HashSet<_> = next.withdrawals().iter().map(PacketGrant::key).collect();
+    let granted = Keys::new(next_grants.iter().map(|grant| grant.key()));
+    let withdrawn = Keys::new(next.withdrawals().iter().map(PacketGrant::key));
     require(previous_grants.iter().all(|grant| granted.contains(&grant.key()) || withdrawn.contains(&grant.key())))?;
-    let known_withdrawals: HashSet<_> = previous_grants
-        .iter()
-        .map(|grant| grant.key())
-        .chain(previous.withdrawals().iter().map(PacketGrant::key))
-        .collect();
+    let known_withdrawals = Keys::new(
+        previous_grants.iter().map(|grant| grant.key()).chain(previous.withdrawals().iter().map(PacketGrant::key)),
+    );
     require(next.withdrawals().iter().all(|withdrawal| known_withdrawals.contains(&withdrawal.key())))?;
     require(next.withdrawals().iter().all(|withdrawal| !granted.contains(&withdrawal.key())))?;
     if !joined {

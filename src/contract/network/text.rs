@@ -119,38 +119,58 @@ impl<'de> Deserialize<'de> for Text<u16> {
     }
 }
 
-impl<'de, T> Deserialize<'de> for Text<Vec<T>>
+/// Reads a JSON list of `T`s.
+fn read_list<'de, D: Deserializer<'de>, T>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     Text<T>: Deserialize<'de>,
 {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Items<T>(PhantomData<T>);
+    struct Items<T>(PhantomData<T>);
 
-        impl<'de, T> Visitor<'de> for Items<T>
-        where
-            Text<T>: Deserialize<'de>,
-        {
-            type Value = Vec<T>;
+    impl<'de, T> Visitor<'de> for Items<T>
+    where
+        Text<T>: Deserialize<'de>,
+    {
+        type Value = Vec<T>;
 
-            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-                formatter.write_str("a list")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(Text(item)) = seq.next_element::<Text<T>>()? {
-                    items.push(item);
-                }
-                Ok(items)
-            }
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("a list")
         }
 
-        deserializer.deserialize_seq(Items(PhantomData)).map(Text)
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(Text(item)) = seq.next_element::<Text<T>>()? {
+                items.push(item);
+            }
+            Ok(items)
+        }
     }
+
+    deserializer.deserialize_seq(Items::<T>(PhantomData))
 }
 
-/// Reads an object key and answers its index in `keys`; any other key rejects.
-struct KeySeed(&'static [&'static str]);
+/// Implements `Deserialize` for `Text<Vec<$type>>` (one impl per list type: a blanket impl over
+/// `Vec<T>` would send the trait solver into an endless `Vec<Vec<…>>` search).
+macro_rules! text_list {
+    ($($type:ty),*) => {
+        $(
+            impl<'de> Deserialize<'de> for Text<Vec<$type>> {
+                fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                    read_list(deserializer).map(Text)
+                }
+            }
+        )*
+    };
+}
+
+text_list!(Id, AuthorityReference, PlatformEndpoint, ProjectionEndpoint, WorkloadIngressGrant, PacketGrant);
+
+/// Reads an object key and answers its index in `keys`; any other key rejects. `hint` is the
+/// index expected next: keys are listed in canonical (byte) order, so a canonical text, as this
+/// controller writes it, names each key where the hint points and costs one comparison.
+struct KeySeed {
+    keys: &'static [&'static str],
+    hint: usize,
+}
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = usize;
@@ -158,6 +178,11 @@ impl<'de> DeserializeSeed<'de> for KeySeed {
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
         deserializer.deserialize_str(self)
     }
+}
+
+/// Short keys compared inline: a `memcmp` call per key costs more than the comparison.
+fn same_key(known: &str, key: &[u8]) -> bool {
+    known.len() == key.len() && known.bytes().zip(key).all(|(left, right)| left == *right)
 }
 
 impl<'de> Visitor<'de> for KeySeed {
@@ -168,29 +193,36 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
-        self.0.iter().position(|known| *known == key).ok_or_else(fail)
+        let key = key.as_bytes();
+        if self.keys.get(self.hint).is_some_and(|known| same_key(known, key)) {
+            return Ok(self.hint);
+        }
+        self.keys.iter().position(|known| same_key(known, key)).ok_or_else(fail)
     }
 }
 
-/// Reads an object whose keys are `keys` (the first `required` of them required, the rest
-/// optional), handing each member's index to `member`. A repeated key rejects.
+/// Reads an object whose keys are `keys` (in canonical order; those whose bit is set in
+/// `optional` may be absent, every other one is required), handing each member's index to
+/// `member`. An unknown or repeated key rejects.
 fn members<'de, A: MapAccess<'de>>(
     mut map: A,
     keys: &'static [&'static str],
-    required: usize,
+    optional: u32,
     mut member: impl FnMut(usize, &mut A) -> Result<(), A::Error>,
 ) -> Result<(), A::Error> {
-    debug_assert!(keys.len() <= 32 && required <= keys.len());
+    debug_assert!(keys.len() < 32 && keys.windows(2).all(|pair| pair[0] < pair[1]));
     let mut seen = 0u32;
-    while let Some(index) = map.next_key_seed(KeySeed(keys))? {
+    let mut hint = 0;
+    while let Some(index) = map.next_key_seed(KeySeed { keys, hint })? {
         if seen & (1 << index) != 0 {
             return Err(fail());
         }
         seen |= 1 << index;
+        hint = index + 1;
         member(index, &mut map)?;
     }
-    let required_mask = if required == 32 { u32::MAX } else { (1u32 << required) - 1 };
-    if seen & required_mask == required_mask { Ok(()) } else { Err(fail()) }
+    let required = ((1u32 << keys.len()) - 1) & !optional;
+    if seen & required == required { Ok(()) } else { Err(fail()) }
 }
 
 /// Implements `Deserialize` for `Text<$type>` as an object read by `$read(map)`.
@@ -218,18 +250,22 @@ macro_rules! text_record {
     };
 }
 
-fn value<'de, A: MapAccess<'de>, T>(map: &mut A) -> Result<Option<T>, A::Error>
+/// Reads the current member's value into `slot`.
+fn set<'de, A: MapAccess<'de>, T>(slot: &mut Option<T>, map: &mut A) -> Result<(), A::Error>
 where
     Text<T>: Deserialize<'de>,
 {
-    map.next_value::<Text<T>>().map(|Text(value)| Some(value))
+    *slot = Some(map.next_value::<Text<T>>()?.0);
+    Ok(())
 }
 
-fn nullable<'de, A: MapAccess<'de>, T>(map: &mut A) -> Result<Option<Option<T>>, A::Error>
+/// Reads the current member's value, `null` or a `T`, into `slot`.
+fn set_nullable<'de, A: MapAccess<'de>, T>(slot: &mut Option<Option<T>>, map: &mut A) -> Result<(), A::Error>
 where
     Text<T>: Deserialize<'de>,
 {
-    map.next_value::<Option<Text<T>>>().map(|value| Some(value.map(|Text(value)| value)))
+    *slot = Some(map.next_value::<Option<Text<T>>>()?.map(|Text(value)| value));
+    Ok(())
 }
 
 fn present<T, E: de::Error>(value: Option<T>) -> Result<T, E> {
@@ -237,27 +273,24 @@ fn present<T, E: de::Error>(value: Option<T>) -> Result<T, E> {
 }
 
 fn read_reference<'de, A: MapAccess<'de>>(map: A) -> Result<AuthorityReference, A::Error> {
-    let (mut id, mut generation, mut digest) = (None, None, None);
-    members(map, &["id", "generation", "digest"], 3, |index, map| {
-        match index {
-            0 => id = value(map)?,
-            1 => generation = value(map)?,
-            _ => digest = value(map)?,
-        }
-        Ok(())
+    let mut digest: Option<Sha256Digest> = None;
+    let mut generation: Option<u64> = None;
+    let mut id: Option<Id> = None;
+    members(map, &["digest", "generation", "id"], 0, |index, map| match index {
+        0 => set(&mut digest, map),
+        1 => set(&mut generation, map),
+        _ => set(&mut id, map),
     })?;
     Ok(AuthorityReference { id: present(id)?, generation: present(generation)?, digest: present(digest)? })
 }
 text_record!(AuthorityReference, read_reference);
 
 fn read_lease_ipv4<'de, A: MapAccess<'de>>(map: A) -> Result<LeaseIpv4, A::Error> {
-    let (mut address, mut link_subnet) = (None::<Ipv4>, None);
-    members(map, &["address", "linkSubnet"], 2, |index, map| {
-        match index {
-            0 => address = value(map)?,
-            _ => link_subnet = value(map)?,
-        }
-        Ok(())
+    let mut address: Option<Ipv4> = None;
+    let mut link_subnet: Option<Ipv4Prefix> = None;
+    members(map, &["address", "linkSubnet"], 0, |index, map| match index {
+        0 => set(&mut address, map),
+        _ => set(&mut link_subnet, map),
     })?;
     let lease = LeaseIpv4::for_link_subnet(present(link_subnet)?).ok_or_else(fail)?;
     if Some(lease.address()) == address { Ok(lease) } else { Err(fail()) }
@@ -265,34 +298,39 @@ fn read_lease_ipv4<'de, A: MapAccess<'de>>(map: A) -> Result<LeaseIpv4, A::Error
 text_record!(LeaseIpv4, read_lease_ipv4);
 
 fn read_lease<'de, A: MapAccess<'de>>(map: A) -> Result<RuntimeNetworkLease, A::Error> {
-    let (mut id, mut generation, mut previous, mut organization_id, mut cluster_id) = (None, None, None, None, None);
-    let (mut service_id, mut node_id, mut assignment_id, mut ipv4, mut digest) = (None, None, None, None, None);
     const KEYS: &[&str] = &[
-        "id",
-        "generation",
-        "previous",
-        "organizationId",
-        "clusterId",
-        "serviceId",
-        "nodeId",
         "assignmentId",
-        "ipv4",
+        "clusterId",
         "digest",
+        "generation",
+        "id",
+        "ipv4",
+        "nodeId",
+        "organizationId",
+        "previous",
+        "serviceId",
     ];
-    members(map, KEYS, KEYS.len(), |index, map| {
-        match index {
-            0 => id = value(map)?,
-            1 => generation = value(map)?,
-            2 => previous = nullable(map)?,
-            3 => organization_id = value(map)?,
-            4 => cluster_id = value(map)?,
-            5 => service_id = value(map)?,
-            6 => node_id = value(map)?,
-            7 => assignment_id = value(map)?,
-            8 => ipv4 = value(map)?,
-            _ => digest = value(map)?,
-        }
-        Ok(())
+    let mut assignment_id: Option<Id> = None;
+    let mut cluster_id: Option<Id> = None;
+    let mut id: Option<Id> = None;
+    let mut organization_id: Option<Id> = None;
+    let mut service_id: Option<Id> = None;
+    let mut digest: Option<Sha256Digest> = None;
+    let mut generation: Option<u64> = None;
+    let mut node_id: Option<NodeId> = None;
+    let mut ipv4: Option<LeaseIpv4> = None;
+    let mut previous: Option<Option<AuthorityReference>> = None;
+    members(map, KEYS, 0, |index, map| match index {
+        0 => set(&mut assignment_id, map),
+        1 => set(&mut cluster_id, map),
+        2 => set(&mut digest, map),
+        3 => set(&mut generation, map),
+        4 => set(&mut id, map),
+        5 => set(&mut ipv4, map),
+        6 => set(&mut node_id, map),
+        7 => set(&mut organization_id, map),
+        8 => set_nullable(&mut previous, map),
+        _ => set(&mut service_id, map),
     })?;
     Ok(RuntimeNetworkLease {
         id: present(id)?,
@@ -310,25 +348,22 @@ fn read_lease<'de, A: MapAccess<'de>>(map: A) -> Result<RuntimeNetworkLease, A::
 text_record!(RuntimeNetworkLease, read_lease);
 
 fn read_endpoint<'de, A: MapAccess<'de>>(map: A) -> Result<ProjectionEndpoint, A::Error> {
-    let mut lease = None;
-    members(map, &["lease"], 1, |_, map| {
-        lease = value(map)?;
-        Ok(())
-    })?;
+    let mut lease: Option<RuntimeNetworkLease> = None;
+    members(map, &["lease"], 0, |_, map| set(&mut lease, map))?;
     Ok(ProjectionEndpoint { lease: present(lease)? })
 }
 text_record!(ProjectionEndpoint, read_endpoint);
 
 fn read_platform_endpoint<'de, A: MapAccess<'de>>(map: A) -> Result<PlatformEndpoint, A::Error> {
-    let (mut id, mut address, mut protocol, mut port) = (None, None, None, None);
-    members(map, &["id", "address", "protocol", "port"], 4, |index, map| {
-        match index {
-            0 => id = value(map)?,
-            1 => address = value(map)?,
-            2 => protocol = value(map)?,
-            _ => port = value(map)?,
-        }
-        Ok(())
+    let mut address: Option<Ipv4> = None;
+    let mut id: Option<Id> = None;
+    let mut port: Option<u16> = None;
+    let mut protocol: Option<Protocol> = None;
+    members(map, &["address", "id", "port", "protocol"], 0, |index, map| match index {
+        0 => set(&mut address, map),
+        1 => set(&mut id, map),
+        2 => set(&mut port, map),
+        _ => set(&mut protocol, map),
     })?;
     Ok(PlatformEndpoint {
         id: present(id)?,
@@ -340,15 +375,15 @@ fn read_platform_endpoint<'de, A: MapAccess<'de>>(map: A) -> Result<PlatformEndp
 text_record!(PlatformEndpoint, read_platform_endpoint);
 
 fn read_authority<'de, A: MapAccess<'de>>(map: A) -> Result<ProtectedAuthorityReference, A::Error> {
-    let (mut id, mut generation, mut digest, mut platform_endpoints) = (None, None, None, None);
-    members(map, &["id", "generation", "digest", "platformEndpoints"], 4, |index, map| {
-        match index {
-            0 => id = value(map)?,
-            1 => generation = value(map)?,
-            2 => digest = value(map)?,
-            _ => platform_endpoints = value(map)?,
-        }
-        Ok(())
+    let mut digest: Option<Sha256Digest> = None;
+    let mut generation: Option<u64> = None;
+    let mut id: Option<Id> = None;
+    let mut platform_endpoints: Option<Vec<PlatformEndpoint>> = None;
+    members(map, &["digest", "generation", "id", "platformEndpoints"], 0, |index, map| match index {
+        0 => set(&mut digest, map),
+        1 => set(&mut generation, map),
+        2 => set(&mut id, map),
+        _ => set(&mut platform_endpoints, map),
     })?;
     Ok(ProtectedAuthorityReference {
         id: present(id)?,
@@ -360,29 +395,28 @@ fn read_authority<'de, A: MapAccess<'de>>(map: A) -> Result<ProtectedAuthorityRe
 text_record!(ProtectedAuthorityReference, read_authority);
 
 fn read_controller<'de, A: MapAccess<'de>>(map: A) -> Result<ProjectionController, A::Error> {
-    let (mut kind, mut id) = (None, None);
-    members(map, &["kind", "id"], 2, |index, map| {
-        match index {
-            0 => kind = value(map)?,
-            _ => id = value(map)?,
-        }
-        Ok(())
+    let mut id: Option<Id> = None;
+    let mut kind: Option<ControllerKind> = None;
+    members(map, &["id", "kind"], 0, |index, map| match index {
+        0 => set(&mut id, map),
+        _ => set(&mut kind, map),
     })?;
     Ok(ProjectionController { kind: present(kind)?, id: present(id)? })
 }
 text_record!(ProjectionController, read_controller);
 
 fn read_grant<'de, A: MapAccess<'de>>(map: A) -> Result<WorkloadIngressGrant, A::Error> {
-    let (mut source, mut destination, mut protocol, mut port, mut authorization) = (None, None, None, None, None);
-    members(map, &["source", "destination", "protocol", "port", "authorization"], 5, |index, map| {
-        match index {
-            0 => source = value(map)?,
-            1 => destination = value(map)?,
-            2 => protocol = value(map)?,
-            3 => port = value(map)?,
-            _ => authorization = value(map)?,
-        }
-        Ok(())
+    let mut authorization: Option<AuthorityReference> = None;
+    let mut destination: Option<AuthorityReference> = None;
+    let mut source: Option<AuthorityReference> = None;
+    let mut port: Option<u16> = None;
+    let mut protocol: Option<Protocol> = None;
+    members(map, &["authorization", "destination", "port", "protocol", "source"], 0, |index, map| match index {
+        0 => set(&mut authorization, map),
+        1 => set(&mut destination, map),
+        2 => set(&mut port, map),
+        3 => set(&mut protocol, map),
+        _ => set(&mut source, map),
     })?;
     Ok(WorkloadIngressGrant {
         source: present(source)?,
@@ -395,40 +429,35 @@ fn read_grant<'de, A: MapAccess<'de>>(map: A) -> Result<WorkloadIngressGrant, A:
 text_record!(WorkloadIngressGrant, read_grant);
 
 fn read_destination<'de, A: MapAccess<'de>>(map: A) -> Result<PacketGrantDestination, A::Error> {
-    let (mut lease, mut protocol, mut port) = (None, None, None);
-    members(map, &["lease", "protocol", "port"], 3, |index, map| {
-        match index {
-            0 => lease = value(map)?,
-            1 => protocol = value(map)?,
-            _ => port = value(map)?,
-        }
-        Ok(())
+    let mut lease: Option<AuthorityReference> = None;
+    let mut port: Option<u16> = None;
+    let mut protocol: Option<Protocol> = None;
+    members(map, &["lease", "port", "protocol"], 0, |index, map| match index {
+        0 => set(&mut lease, map),
+        1 => set(&mut port, map),
+        _ => set(&mut protocol, map),
     })?;
     Ok(PacketGrantDestination { lease: present(lease)?, protocol: present(protocol)?, port: present(port)? })
 }
 text_record!(PacketGrantDestination, read_destination);
 
 fn read_packet_grant<'de, A: MapAccess<'de>>(map: A) -> Result<PacketGrant, A::Error> {
-    let (mut source, mut destination) = (None, None);
-    members(map, &["source", "destination"], 2, |index, map| {
-        match index {
-            0 => source = value(map)?,
-            _ => destination = value(map)?,
-        }
-        Ok(())
+    let mut destination: Option<PacketGrantDestination> = None;
+    let mut source: Option<AuthorityReference> = None;
+    members(map, &["destination", "source"], 0, |index, map| match index {
+        0 => set(&mut destination, map),
+        _ => set(&mut source, map),
     })?;
     Ok(PacketGrant { source: present(source)?, destination: present(destination)? })
 }
 text_record!(PacketGrant, read_packet_grant);
 
 fn read_workload_ingress<'de, A: MapAccess<'de>>(map: A) -> Result<WorkloadIngressProjection, A::Error> {
-    let (mut grants, mut withdrawals) = (None, None);
-    members(map, &["grants", "withdrawals"], 2, |index, map| {
-        match index {
-            0 => grants = value(map)?,
-            _ => withdrawals = value(map)?,
-        }
-        Ok(())
+    let mut grants: Option<Vec<WorkloadIngressGrant>> = None;
+    let mut withdrawals: Option<Vec<PacketGrant>> = None;
+    members(map, &["grants", "withdrawals"], 0, |index, map| match index {
+        0 => set(&mut grants, map),
+        _ => set(&mut withdrawals, map),
     })?;
     Ok(WorkloadIngressProjection { grants: present(grants)?, withdrawals: present(withdrawals)? })
 }
@@ -436,42 +465,48 @@ text_record!(WorkloadIngressProjection, read_workload_ingress);
 
 fn read_projection<'de, A: MapAccess<'de>>(map: A) -> Result<RuntimeNetworkProjection, A::Error> {
     const KEYS: &[&str] = &[
-        "id",
-        "generation",
-        "previous",
-        "controller",
         "clusterId",
-        "nodeId",
-        "runtimeNamespace",
-        "protectedAuthority",
-        "endpoints",
-        "retiredLeases",
+        "controller",
         "digest",
-        // Optional:
-        "workloadIngress",
+        "endpoints",
+        "generation",
         "hostPlatformEndpointIds",
+        "id",
+        "nodeId",
+        "previous",
+        "protectedAuthority",
+        "retiredLeases",
+        "runtimeNamespace",
+        "workloadIngress",
     ];
-    let (mut id, mut generation, mut previous, mut controller, mut cluster_id) = (None, None, None, None, None);
-    let (mut node_id, mut runtime_namespace, mut protected_authority, mut endpoints) = (None, None, None, None);
-    let (mut retired_leases, mut digest, mut workload_ingress, mut host_platform_endpoint_ids) =
-        (None, None, None, None);
-    members(map, KEYS, 11, |index, map| {
-        match index {
-            0 => id = value(map)?,
-            1 => generation = value(map)?,
-            2 => previous = nullable(map)?,
-            3 => controller = value(map)?,
-            4 => cluster_id = value(map)?,
-            5 => node_id = value(map)?,
-            6 => runtime_namespace = value(map)?,
-            7 => protected_authority = value(map)?,
-            8 => endpoints = value(map)?,
-            9 => retired_leases = value(map)?,
-            10 => digest = value(map)?,
-            11 => workload_ingress = value(map)?,
-            _ => host_platform_endpoint_ids = value(map)?,
-        }
-        Ok(())
+    const OPTIONAL: u32 = 1 << 5 | 1 << 12;
+    let mut cluster_id: Option<Id> = None;
+    let mut id: Option<Id> = None;
+    let mut runtime_namespace: Option<Id> = None;
+    let mut controller: Option<ProjectionController> = None;
+    let mut digest: Option<Sha256Digest> = None;
+    let mut generation: Option<u64> = None;
+    let mut node_id: Option<NodeId> = None;
+    let mut endpoints: Option<Vec<ProjectionEndpoint>> = None;
+    let mut retired_leases: Option<Vec<AuthorityReference>> = None;
+    let mut previous: Option<Option<AuthorityReference>> = None;
+    let mut protected_authority: Option<ProtectedAuthorityReference> = None;
+    let mut workload_ingress: Option<WorkloadIngressProjection> = None;
+    let mut host_platform_endpoint_ids: Option<Vec<Id>> = None;
+    members(map, KEYS, OPTIONAL, |index, map| match index {
+        0 => set(&mut cluster_id, map),
+        1 => set(&mut controller, map),
+        2 => set(&mut digest, map),
+        3 => set(&mut endpoints, map),
+        4 => set(&mut generation, map),
+        5 => set(&mut host_platform_endpoint_ids, map),
+        6 => set(&mut id, map),
+        7 => set(&mut node_id, map),
+        8 => set_nullable(&mut previous, map),
+        9 => set(&mut protected_authority, map),
+        10 => set(&mut retired_leases, map),
+        11 => set(&mut runtime_namespace, map),
+        _ => set(&mut workload_ingress, map),
     })?;
     Ok(RuntimeNetworkProjection {
         id: present(id)?,
@@ -535,6 +570,13 @@ mod tests {
             text.replacen("\"previous\":null", "\"previous\":{}", 1),
             text.replacen("\"clusterId\":\"cluster-a\"", "\"clusterId\":null", 1),
             text.replacen("{\"address\":\"10.64.0.13\"", "{\"address\":\"10.64.0.14\"", 1),
+            text.replacen("\"nodeId\":\"node-1\",", "", 1),
+            text.replacen("\"lease\":{", "\"lease\":{\"lease\":1,", 1),
+            text.replacen(
+                "\"hostPlatformEndpointIds\":[\"corestore\",\"relay-listener\"]",
+                "\"hostPlatformEndpointIds\":[]",
+                1,
+            ),
             format!("{text} 1"),
             format!("[{text}]"),
             text[..text.len() - 1].to_owned(),

@@ -2,7 +2,7 @@
 //! to exact target workload ports, carried by `cloudly` projections (seed `networkworkloadingress.ts`
 //! as far as the 32.22.0 readme describes it; `05-projection.md`, "`workloadIngress`").
 
-use super::canonical::{decimal_cmp, push_list, push_reference, push_string, push_u64};
+use super::canonical::{decimal_cmp, digest_head, push_list, push_reference, push_string, push_u64, reference_cmp};
 use crate::contract::primitives::{MAX_SAFE_INTEGER, Protocol};
 use crate::contract::reader::{Parsed, Record, compare_bytes, list, port, protocol, require};
 use crate::contract::reference::AuthorityReference;
@@ -16,33 +16,71 @@ pub const MAXIMUM_GRANTS: usize = 1024;
 /// `runtimeNetworkWorkloadIngressContract.maximumWithdrawals`.
 pub const MAXIMUM_WITHDRAWALS: usize = 4096;
 
-/// An `IRuntimeAuthorityReference` borrowed as a hash key: equal exactly when the references are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// An `IRuntimeAuthorityReference` borrowed as a set key: equal exactly when the references are.
+/// It orders by the digest first, starting with its head, so sorting and searching keys mostly
+/// compares integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct RefKey<'a> {
-    id: &'a str,
-    generation: u64,
+    head: u64,
     digest: &'a str,
+    generation: u64,
+    id: &'a str,
 }
 
 impl<'a> RefKey<'a> {
     /// The key of `reference`.
     pub(crate) fn of(reference: &'a AuthorityReference) -> Self {
-        RefKey { id: reference.id.as_str(), generation: reference.generation, digest: reference.digest.as_str() }
+        RefKey::new(reference.id.as_str(), reference.generation, reference.digest.as_str())
     }
 
     /// The key of a record with this id, generation and digest.
     pub(crate) fn new(id: &'a str, generation: u64, digest: &'a str) -> Self {
-        RefKey { id, generation, digest }
+        RefKey { head: digest_head(digest), digest, generation, id }
     }
 }
 
-/// A packet grant's identity as a hash key: equal exactly when the packet grants are.
+/// A packet grant's identity as a set key: equal exactly when the packet grants are. It orders
+/// by the integers first (digest heads, port, protocol), then by the whole references, so sorting
+/// and searching rarely compare strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct PacketGrantKey<'a> {
-    source: RefKey<'a>,
     lease: RefKey<'a>,
+    port: u16,
+    protocol: Protocol,
+    source: RefKey<'a>,
+}
+
+impl Ord for PacketGrantKey<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.lease.head, self.port, self.protocol, self.source.head)
+            .cmp(&(other.lease.head, other.port, other.protocol, other.source.head))
+            .then_with(|| (self.lease, self.source).cmp(&(other.lease, other.source)))
+    }
+}
+
+impl PartialOrd for PacketGrantKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A packet grant's members, borrowed from a withdrawal or from a grant.
+#[derive(Clone, Copy)]
+struct PacketView<'a> {
+    source: &'a AuthorityReference,
+    lease: &'a AuthorityReference,
     protocol: Protocol,
     port: u16,
+}
+
+impl PacketView<'_> {
+    /// The canonical-bytes order of `{"destination":{"lease":…,"port":…,"protocol":…},"source":…}`.
+    fn canonical_cmp(&self, other: &Self) -> Ordering {
+        reference_cmp(self.lease, other.lease)
+            .then_with(|| decimal_cmp(u64::from(self.port), u64::from(other.port)))
+            .then_with(|| self.protocol.cmp(&other.protocol))
+            .then_with(|| reference_cmp(self.source, other.source))
+    }
 }
 
 /// True when a typed reference could have been read from JSON: a generation 1 ≤ n ≤ 2^53 − 1.
@@ -72,19 +110,23 @@ pub struct PacketGrant {
 }
 
 impl PacketGrant {
-    /// Orders packet grants by their canonical bytes,
+    /// The `networkCanonical` order of withdrawals: packet grants by their canonical bytes,
     /// `{"destination":{"lease":…,"port":…,"protocol":…},"source":…}`: the destination lease's
     /// canonical bytes, then the port's decimal text, then the protocol, then the source's bytes.
     /// Equal to comparing `canonical(grant)` byte-wise (a reference's canonical bytes are never a
     /// proper prefix of another's, and a number's text is followed by `,`, which sorts before
     /// every digit); the tests check it against the canonical bytes.
     pub fn canonical_cmp(&self, other: &Self) -> Ordering {
-        self.destination
-            .lease
-            .canonical_cmp(&other.destination.lease)
-            .then_with(|| decimal_cmp(u64::from(self.destination.port), u64::from(other.destination.port)))
-            .then_with(|| self.destination.protocol.cmp(&other.destination.protocol))
-            .then_with(|| self.source.canonical_cmp(&other.source))
+        self.view().canonical_cmp(&other.view())
+    }
+
+    fn view(&self) -> PacketView<'_> {
+        PacketView {
+            source: &self.source,
+            lease: &self.destination.lease,
+            protocol: self.destination.protocol,
+            port: self.destination.port,
+        }
     }
 
     pub(crate) fn key(&self) -> PacketGrantKey<'_> {
@@ -156,13 +198,17 @@ impl WorkloadIngressGrant {
         }
     }
 
-    /// The grant order `[source.id, destination.id, protocol, port]`: ids byte-wise, `port`
+    /// The seed's grant order `[source.id, destination.id, protocol, port]`: ids byte-wise, `port`
     /// numerically.
     pub fn order_cmp(&self, other: &Self) -> Ordering {
         compare_bytes(self.source.id.as_str(), other.source.id.as_str())
             .then_with(|| compare_bytes(self.destination.id.as_str(), other.destination.id.as_str()))
             .then_with(|| self.protocol.cmp(&other.protocol))
             .then_with(|| self.port.cmp(&other.port))
+    }
+
+    fn view(&self) -> PacketView<'_> {
+        PacketView { source: &self.source, lease: &self.destination, protocol: self.protocol, port: self.port }
     }
 
     pub(crate) fn key(&self) -> PacketGrantKey<'_> {
@@ -237,6 +283,33 @@ impl WorkloadIngressProjection {
         require(self.withdrawals.windows(2).all(|pair| pair[0].canonical_cmp(&pair[1]).is_lt()))
     }
 
+    /// `workloadIngressGrants.has(networkCanonical(grant))`: `packet_grant` is exactly the packet
+    /// grant of a current grant (a binary search in the grant order the structure check guarantees).
+    pub fn grants(&self, packet_grant: &PacketGrant) -> bool {
+        let destination = &packet_grant.destination;
+        self.grants
+            .binary_search_by(|grant| {
+                compare_bytes(grant.source.id.as_str(), packet_grant.source.id.as_str())
+                    .then_with(|| compare_bytes(grant.destination.id.as_str(), destination.lease.id.as_str()))
+                    .then_with(|| grant.protocol.cmp(&destination.protocol))
+                    .then_with(|| grant.port.cmp(&destination.port))
+            })
+            .is_ok_and(|index| self.grants[index].key() == packet_grant.key())
+    }
+
+    /// The seed's "no withdrawal equals a current packet grant", in `O((g + w) log g)`: the grants'
+    /// packet grants sorted into the withdrawals' canonical order, then one merge walk.
+    pub(crate) fn withdraws_no_current_grant(&self) -> bool {
+        let mut current: Vec<PacketView<'_>> = self.grants.iter().map(WorkloadIngressGrant::view).collect();
+        current.sort_unstable_by(PacketView::canonical_cmp);
+        let mut current = current.into_iter().peekable();
+        self.withdrawals.iter().all(|withdrawal| {
+            let withdrawal = withdrawal.view();
+            while current.next_if(|grant| grant.canonical_cmp(&withdrawal).is_lt()).is_some() {}
+            current.peek().is_none_or(|grant| grant.canonical_cmp(&withdrawal).is_ne())
+        })
+    }
+
     /// `workloadIngressPacketGrantsOf`: the detached packet grants, in grant order.
     pub fn packet_grants(&self) -> Vec<PacketGrant> {
         self.grants.iter().map(WorkloadIngressGrant::packet_grant).collect()
@@ -302,6 +375,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_withdrawal_of_a_current_grant_is_found_by_both_lookups() {
+        let grant = |destination: &str, port| WorkloadIngressGrant {
+            source: reference("ingress", 1, 1),
+            destination: reference(destination, 1, destination.len() as u8),
+            protocol: Protocol::Tcp,
+            port,
+            authorization: reference("designation", 1, 3),
+        };
+        let grants = vec![grant("a", 443), grant("a", 8080), grant("bb", 80), grant("ccc", 9000), grant("ccc", 10000)];
+        for current in 0..grants.len() {
+            let mut withdrawals: Vec<PacketGrant> =
+                vec![grant("a", 1).packet_grant(), grant("bb", 81).packet_grant(), grants[current].packet_grant()];
+            withdrawals.sort_by(PacketGrant::canonical_cmp);
+            let ingress = WorkloadIngressProjection { grants: grants.clone(), withdrawals };
+            assert_eq!(ingress.check_structure(), Ok(()));
+            assert!(!ingress.withdraws_no_current_grant(), "{current}");
+            assert!(ingress.withdrawals.iter().any(|withdrawal| ingress.grants(withdrawal)), "{current}");
+        }
+        let mut withdrawals = vec![grant("a", 1).packet_grant(), grant("bb", 81).packet_grant()];
+        withdrawals.sort_by(PacketGrant::canonical_cmp);
+        let mut stale = grants[3].packet_grant();
+        stale.source.generation = 2;
+        withdrawals.push(stale);
+        withdrawals.sort_by(PacketGrant::canonical_cmp);
+        let ingress = WorkloadIngressProjection { grants, withdrawals };
+        assert!(ingress.withdraws_no_current_grant());
+        assert!(!ingress.withdrawals.iter().any(|withdrawal| ingress.grants(withdrawal)));
     }
 
     #[test]

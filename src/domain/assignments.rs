@@ -1,0 +1,403 @@
+//! Runtime assignments (`04-registration.md`, "Node sessions and assignments";
+//! `03-designation.md`, "The ingress environment"): issuing them from the cluster's service specs,
+//! the node methods `getRuntimeAssignments`, `resolveRuntimeSecretBindings` and
+//! `reportRuntimeAssignmentState`, and [`Controller::running_assignments`].
+//!
+//! **Issuing.** For every current service spec, replica *i* runs on `placement.nodeIds[i mod n]`
+//! (replicas whose node does not exist are skipped) with that node's runtime namespace. The
+//! assignment id is stable per (cluster, service, replica index); a new generation (linking the
+//! previous one) is issued only when what it carries changes. The designated ingress service's
+//! assignments also carry the three ingress names, the bearer as a secret binding to the
+//! designation's `credential.secretVersion`; a designated ingress of a cluster without
+//! `relayOrigin` gets no assignment. Every generation is signed and kept.
+//!
+//! **When.** A reconcile runs when a node asks for its assignments and after every write that
+//! can change them (`putCluster`, `putClusterNode`, `putServiceRuntimeSpec`, `deleteService`,
+//! `designateClusterIngress`); the nodes whose set changed get `pushRuntimeChanged` down their
+//! socket, best effort. The decision runs inside the store's transaction under the cluster's
+//! lock, so concurrent reconciles (also in other processes) never issue two different
+//! generations with one number.
+
+use super::sessions::{NODE_REQUEST_TIMEOUT, reference_member, string_member};
+use super::{Controller, DomainError, request_members};
+use crate::contract::assignment::{
+    EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
+};
+use crate::contract::reader::compare_bytes;
+use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
+use crate::contract::session::{ControllerReference, RuntimeSessionReference};
+use crate::contract::signing::{Signed, sign};
+use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
+use crate::store::sessions::{AssignmentChange, AssignmentFacts, AssignmentState};
+use ed25519_dalek::SigningKey;
+use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
+pub const ASSIGNMENTS_KIND: &str = "assignments";
+
+/// The stable id of replica `index` of a service: `asg-` + 40 hex digits of
+/// SHA-256(cluster ∥ 0 ∥ service ∥ 0 ∥ index).
+pub fn assignment_id(cluster_id: &Id, service_id: &Id, index: u64) -> Id {
+    let mut hasher = Sha256::new();
+    hasher.update(cluster_id.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(service_id.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(index.to_string().as_bytes());
+    let hex: String = hasher.finalize().iter().take(20).map(|byte| format!("{byte:02x}")).collect();
+    Id::parse(&format!("asg-{hex}")).expect("a hex id is an Id")
+}
+
+/// True when two assignments carry the same order (everything but the revision members and
+/// the digest).
+fn same_content(left: &RuntimeAssignment, right: &RuntimeAssignment) -> bool {
+    left.controller == right.controller
+        && left.organization_id == right.organization_id
+        && left.cluster_id == right.cluster_id
+        && left.node_id == right.node_id
+        && left.runtime_namespace == right.runtime_namespace
+        && left.service_id == right.service_id
+        && left.spec_revision == right.spec_revision
+        && left.workload == right.workload
+}
+
+/// The assignments the facts call for, by id, as unsigned generation-1 drafts.
+fn desired_assignments(facts: &AssignmentFacts, controller: &ControllerReference) -> BTreeMap<Id, RuntimeAssignment> {
+    let mut desired = BTreeMap::new();
+    let Some(cluster) = &facts.cluster else { return desired };
+    let names = CLUSTER_INGRESS_ENVIRONMENT_NAMES;
+    for spec in &facts.services {
+        let body = &spec.body;
+        let designation =
+            facts.designation.as_ref().filter(|designation| designation.ingress_service_id == body.service_id);
+        if designation.is_some() && cluster.cluster.relay_origin.is_none() {
+            // The ingress environment cannot be completed: no assignment until it can.
+            continue;
+        }
+        let node_count = body.placement.node_ids.len() as u64;
+        if node_count == 0 {
+            continue;
+        }
+        let mut ports: Vec<WorkloadPort> =
+            body.ports.iter().map(|port| WorkloadPort { protocol: port.protocol, port: port.port }).collect();
+        ports.sort();
+        ports.dedup();
+        for index in 0..body.replicas {
+            let node_id = &body.placement.node_ids[(index % node_count) as usize];
+            let Some(node) = facts.nodes.iter().find(|node| node.node.id == *node_id) else { continue };
+            let mut environment: Vec<EnvironmentEntry> = body
+                .environment
+                .iter()
+                .filter_map(|entry| {
+                    Some(EnvironmentEntry {
+                        name: EnvironmentName::parse(&entry.name)?,
+                        source: EnvironmentSource::Value(entry.value.clone()),
+                    })
+                })
+                .collect();
+            if let Some(designation) = designation {
+                let entry = |name: &str, source| EnvironmentEntry {
+                    name: EnvironmentName::parse(name).expect("the ingress names are environment names"),
+                    source,
+                };
+                environment
+                    .retain(|entry| ![names.bearer, names.relay_origin, names.node_id].contains(&entry.name.as_str()));
+                environment.push(entry(
+                    names.bearer,
+                    EnvironmentSource::Secret(designation.credential.secret_version.clone()),
+                ));
+                environment.push(entry(
+                    names.relay_origin,
+                    EnvironmentSource::Value(cluster.cluster.relay_origin.clone().unwrap_or_default()),
+                ));
+                environment.push(entry(names.node_id, EnvironmentSource::Value(node_id.as_str().to_owned())));
+            }
+            environment.sort_by(|left, right| compare_bytes(left.name.as_str(), right.name.as_str()));
+            let id = assignment_id(&body.cluster_id, &body.service_id, index);
+            let draft = RuntimeAssignment {
+                id: id.clone(),
+                generation: 1,
+                previous: None,
+                controller: controller.clone(),
+                organization_id: body.organization_id.clone(),
+                cluster_id: body.cluster_id.clone(),
+                node_id: node_id.clone(),
+                runtime_namespace: node.node.runtime_namespace.clone(),
+                service_id: body.service_id.clone(),
+                spec_revision: spec.revision,
+                workload: RuntimeWorkload {
+                    image: body.image.clone(),
+                    environment,
+                    ports: ports.clone(),
+                    storage: Vec::new(),
+                },
+                digest: Sha256Digest::from_bytes(&[0; 32]),
+            };
+            desired.insert(id, draft);
+        }
+    }
+    desired
+}
+
+/// The reconcile's decision: what to issue, activate and deactivate so the stored heads match
+/// what the facts call for. Pure but for signing.
+pub fn plan_assignments(
+    facts: &AssignmentFacts,
+    controller: &ControllerReference,
+    key: &SigningKey,
+) -> Vec<AssignmentChange> {
+    let desired = desired_assignments(facts, controller);
+    let mut changes = Vec::new();
+    for (id, mut draft) in desired.clone() {
+        let head = facts.heads.iter().find(|head| head.signed.payload.id == id);
+        match head {
+            Some(head) if same_content(&head.signed.payload, &draft) => {
+                if !head.active {
+                    changes.push(AssignmentChange::SetActive {
+                        id,
+                        generation: head.signed.payload.generation,
+                        active: true,
+                    });
+                }
+            }
+            _ => {
+                if let Some(head) = head {
+                    draft.generation = head.signed.payload.generation + 1;
+                    draft.previous = Some(head.signed.payload.reference());
+                }
+                draft.digest = draft.compute_digest();
+                changes.push(AssignmentChange::Issue(Box::new(sign(key, draft))));
+            }
+        }
+    }
+    for head in &facts.heads {
+        let payload = &head.signed.payload;
+        if head.active && !desired.contains_key(&payload.id) {
+            changes.push(AssignmentChange::SetActive {
+                id: payload.id.clone(),
+                generation: payload.generation,
+                active: false,
+            });
+        }
+    }
+    changes
+}
+
+/// The nodes whose current set the changes touch.
+fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTreeSet<NodeId> {
+    let mut nodes = BTreeSet::new();
+    for change in changes {
+        let id = match change {
+            AssignmentChange::Issue(signed) => {
+                nodes.insert(signed.payload.node_id.clone());
+                &signed.payload.id
+            }
+            AssignmentChange::SetActive { id, .. } => id,
+        };
+        if let Some(head) = facts.heads.iter().find(|head| head.signed.payload.id == *id) {
+            nodes.insert(head.signed.payload.node_id.clone());
+        }
+    }
+    nodes
+}
+
+impl Controller {
+    /// Brings the cluster's stored assignments in line with its specs, nodes and designation.
+    /// Answers the nodes whose current set changed. Cheap when nothing changed: the facts are
+    /// read without a lock first, and the locked transaction runs only when there is work.
+    pub async fn reconcile_assignments(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
+        let controller = self.controller_reference();
+        let facts = self.store.assignment_facts(cluster_id).await?;
+        if plan_assignments(&facts, &controller, &self.keys.signing).is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let touched = std::sync::Mutex::new(BTreeSet::new());
+        let judge = |facts: &AssignmentFacts| {
+            let changes = plan_assignments(facts, &controller, &self.keys.signing);
+            *touched.lock().expect("never poisoned") = touched_nodes(facts, &changes);
+            changes
+        };
+        let written = self.store.commit_assignments(cluster_id, &judge).await?;
+        if written.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let nodes = touched.into_inner().expect("never poisoned");
+        tracing::info!(cluster = %cluster_id, changes = written.len(), nodes = nodes.len(), "runtime assignments reconciled");
+        Ok(nodes)
+    }
+
+    /// After a write that may change the cluster's assignments: reconciles them and sends
+    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the connected nodes whose set changed.
+    /// Best effort: a failure is logged and never fails the write that called it.
+    pub async fn assignments_changed(&self, cluster_id: &Id) {
+        match self.reconcile_assignments(cluster_id).await {
+            Ok(nodes) => self.push_runtime_changed(cluster_id, nodes, None),
+            Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
+        }
+    }
+
+    /// Sends `pushRuntimeChanged { kinds: ["assignments"] }` to each node (but `except`) that has
+    /// a socket in this process, in the background.
+    fn push_runtime_changed(&self, cluster_id: &Id, nodes: BTreeSet<NodeId>, except: Option<&NodeId>) {
+        for node_id in nodes {
+            if Some(&node_id) == except || self.links.connected_session(cluster_id, &node_id).is_none() {
+                continue;
+            }
+            let links = self.links.clone();
+            let cluster_id = cluster_id.clone();
+            tokio::spawn(async move {
+                let request = json!({ "kinds": [ASSIGNMENTS_KIND] });
+                if let Err(error) =
+                    links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
+                {
+                    tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
+                }
+            });
+        }
+    }
+
+    /// `getRuntimeAssignments`: `{ session }` → `{ assignments }`, the node's current set,
+    /// reconciled first, sorted by `payload.id`.
+    pub async fn get_runtime_assignments(
+        &self,
+        socket_session: Option<&RuntimeSessionReference>,
+        request: &Map<String, Value>,
+    ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
+        request_members(request, &["session"], &[])?;
+        let session = self.check_node_session(socket_session, request).await?;
+        let changed = self.reconcile_assignments(&session.cluster_id).await?;
+        self.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
+        let mut assignments: Vec<Signed<RuntimeAssignment>> = self
+            .store
+            .node_assignments(&session.cluster_id, &session.node_id)
+            .await?
+            .into_iter()
+            .map(|stored| stored.signed)
+            .collect();
+        assignments.sort_by(|left, right| compare_bytes(left.payload.id.as_str(), right.payload.id.as_str()));
+        Ok(assignments)
+    }
+
+    /// `resolveRuntimeSecretBindings`: `{ session, assignment }` → the `(name, value)` of every
+    /// secret binding of that assignment. Only for an assignment of the node's current set (the
+    /// reference equal in id, generation and digest); any other is `not-found` (`what:
+    /// "assignment"`).
+    pub async fn resolve_runtime_secret_bindings(
+        &self,
+        socket_session: Option<&RuntimeSessionReference>,
+        request: &Map<String, Value>,
+    ) -> Result<Vec<(String, super::secrets::Bearer)>, DomainError> {
+        request_members(request, &["session", "assignment"], &[])?;
+        let session = self.check_node_session(socket_session, request).await?;
+        let reference = reference_member(request, "assignment")?;
+        let current = self.store.node_assignments(&session.cluster_id, &session.node_id).await?;
+        let assignment = current
+            .into_iter()
+            .map(|stored| stored.signed.payload)
+            .find(|assignment| assignment.reference() == reference)
+            .ok_or(DomainError::AssignmentNotFound)?;
+        let mut values = Vec::new();
+        for entry in &assignment.workload.environment {
+            let EnvironmentSource::Secret(version) = &entry.source else { continue };
+            let sealed =
+                self.store.get_secret(&version.secret_id, &version.secret_version_id).await?.ok_or_else(|| {
+                    tracing::error!(assignment = %assignment.id, "a secret binding names a missing secret version");
+                    DomainError::Internal
+                })?;
+            let value = super::secrets::open(self.keys.secret_key(), &sealed).map_err(|error| {
+                tracing::error!(assignment = %assignment.id, %error, "a secret binding does not open");
+                DomainError::Internal
+            })?;
+            values.push((entry.name.as_str().to_owned(), value));
+        }
+        tracing::info!(node = %session.node_id, assignment = %assignment.id, count = values.len(), "secret bindings resolved");
+        Ok(values)
+    }
+
+    /// `reportRuntimeAssignmentState`: `{ session, assignment, state }` → `{ recorded: true }`.
+    /// The assignment generation must have been issued to this node (reference equal in id,
+    /// generation and digest), else `not-found` (`what: "assignment"`); the state is recorded
+    /// for that generation with the reporting session.
+    pub async fn report_runtime_assignment_state(
+        &self,
+        socket_session: Option<&RuntimeSessionReference>,
+        request: &Map<String, Value>,
+    ) -> Result<(), DomainError> {
+        request_members(request, &["session", "assignment", "state"], &[])?;
+        let session = self.check_node_session(socket_session, request).await?;
+        let reference = reference_member(request, "assignment")?;
+        let state = AssignmentState::parse(string_member(request, "state")?).ok_or_else(|| {
+            DomainError::RequestInvalid(vec!["request state must be starting, ready, failed or stopped".to_owned()])
+        })?;
+        let stored = self
+            .store
+            .get_assignment(&session.cluster_id, &reference.id, reference.generation)
+            .await?
+            .filter(|stored| {
+                stored.signed.payload.reference() == reference && stored.signed.payload.node_id == session.node_id
+            })
+            .ok_or(DomainError::AssignmentNotFound)?;
+        self.store
+            .record_assignment_state(
+                &session.cluster_id,
+                &stored.signed.payload.id,
+                stored.signed.payload.generation,
+                state,
+                &session,
+                self.clock.now_ms(),
+            )
+            .await?;
+        tracing::info!(node = %session.node_id, assignment = %reference.id, generation = reference.generation, state = state.as_str(), "assignment state reported");
+        Ok(())
+    }
+
+    /// The assignments of `service_id` on `node_id` that are **running**: in the node's current
+    /// set, with the latest reported state of their current generation `ready`, reported under
+    /// the node's current session. Sorted by id.
+    pub async fn running_assignments(
+        &self,
+        cluster_id: &Id,
+        service_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Vec<RuntimeAssignment>, DomainError> {
+        let Some(session) = self.store.current_session(cluster_id, node_id).await? else { return Ok(Vec::new()) };
+        let mut running = Vec::new();
+        for stored in self.store.node_assignments(cluster_id, node_id).await? {
+            let assignment = stored.signed.payload;
+            if assignment.service_id != *service_id {
+                continue;
+            }
+            let state = self.store.assignment_state(cluster_id, &assignment.id, assignment.generation).await?;
+            if state.is_some_and(|state| {
+                state.state == AssignmentState::Ready
+                    && state.session_id == session.id
+                    && state.session_generation == session.generation
+            }) {
+                running.push(assignment);
+            }
+        }
+        Ok(running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_ids_are_valid_stable_and_distinct() {
+        let (cluster, service) = (Id::parse("c1").unwrap(), Id::parse("web").unwrap());
+        let first = assignment_id(&cluster, &service, 0);
+        assert_eq!(first, assignment_id(&cluster, &service, 0));
+        assert_eq!(first.as_str().len(), 4 + 40);
+        assert_ne!(first, assignment_id(&cluster, &service, 1));
+        assert_ne!(first, assignment_id(&Id::parse("c2").unwrap(), &service, 0));
+        // The separator keeps ("c1", "1web") and ("c11", "web") apart.
+        assert_ne!(
+            assignment_id(&Id::parse("c11").unwrap(), &service, 0),
+            assignment_id(&cluster, &Id::parse("1web").unwrap(), 0)
+        );
+    }
+}

@@ -1,0 +1,454 @@
+//! Cluster relays and the cluster ingress route table (`04-registration.md`, "Relays" and
+//! "Route table"; principals in `02-wire.md`).
+//!
+//! - `issueClusterRelayCredential` (admin) creates or rotates a relay's bearer (`szrl_…`), shown
+//!   once and stored only as a SHA-256 hash.
+//! - `connectClusterRelay` (the relay, by bearer) opens a connection: a token (`szrc_…`, stored
+//!   only hashed) and the next epoch of the cluster's election, elected at once.
+//! - `heartbeatClusterRelay` and `getClusterIngressRouteTable` (the relay, `authInfo.jwt` = the
+//!   token): a missing or unknown token is `principal-refused`, a known token whose connection is
+//!   superseded or expired `relay-connection-lost`.
+//! - `putClusterIngressRoute`, `deleteClusterIngressRoute` (admin) and `getClusterIngressRoutes`
+//!   (every role) write and read the route table. Its routes carry no backends yet: a backend
+//!   appears only once projections with workload ingress grants exist (`05-projection.md`), which
+//!   this controller does not issue yet, so `backends` is always `[]`.
+//!
+//! The long poll of `getClusterIngressRouteTable` wakes on writes made in this process (a watch
+//! channel per cluster) and re-checks the store every [`ROUTE_TABLE_RECHECK`], so writes made by
+//! another controller process on the same database are seen too.
+
+use super::identity::Access;
+use super::secrets::{Bearer, hash_value};
+use super::{Controller, DomainError, id_member, request_members};
+use crate::contract::{Id, Protocol, reader};
+use crate::store::relays::{IngressRoute, RelayHeartbeat, StoredRelayConnection, StoredRouteTable};
+use crate::store::{MissingKind, PutOutcome};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The prefix of relay bearers (`szrl_` + 256 random bits).
+pub const RELAY_BEARER_PREFIX: &str = "szrl_";
+
+/// The prefix of relay connection tokens (`szrc_` + 256 random bits).
+pub const RELAY_TOKEN_PREFIX: &str = "szrc_";
+
+/// How often a held `getClusterIngressRouteTable` re-reads the revision from the store, to see
+/// writes made by other controller processes.
+pub const ROUTE_TABLE_RECHECK: Duration = Duration::from_millis(250);
+
+/// The longest hostname of a route (a DNS name).
+const MAX_HOSTNAME: usize = 253;
+
+/// `IClusterRelay`: `{ clusterId, relayId, origin }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRelay {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The relay.
+    pub relay_id: Id,
+    /// The cluster's `relayOrigin`.
+    pub origin: String,
+}
+
+impl ClusterRelay {
+    /// The wire form.
+    pub fn to_json(&self) -> Value {
+        json!({ "clusterId": self.cluster_id, "relayId": self.relay_id, "origin": self.origin })
+    }
+}
+
+/// The answer of `issueClusterRelayCredential`. The bearer is shown once, in this answer.
+#[derive(Debug)]
+pub struct RelayCredentialIssued {
+    /// The relay.
+    pub relay: ClusterRelay,
+    /// The new bearer.
+    pub bearer: Bearer,
+}
+
+/// The answer of `connectClusterRelay`. The token is shown once, in this answer.
+#[derive(Debug)]
+pub struct RelayConnected {
+    /// The new, elected connection.
+    pub connection: StoredRelayConnection,
+    /// The connection token (`authInfo.jwt` of the relay's later calls).
+    pub token: Bearer,
+    /// How long the connection stays elected without a heartbeat.
+    pub lease_ms: u64,
+}
+
+/// The wire form of a relay connection: `{ id, clusterId, relayId, epoch }`.
+pub fn connection_json(connection: &StoredRelayConnection) -> Value {
+    json!({
+        "id": connection.id,
+        "clusterId": connection.cluster_id,
+        "relayId": connection.relay_id,
+        "epoch": connection.epoch,
+    })
+}
+
+/// The wire form of `IClusterIngressRouteTable` (or `null`). Routes are sorted by hostname;
+/// `backends` is `[]` until projections exist.
+pub fn route_table_json(table: Option<&StoredRouteTable>) -> Value {
+    let Some(table) = table else { return Value::Null };
+    let routes: Vec<Value> = table
+        .routes
+        .iter()
+        .map(|route| {
+            json!({
+                "hostname": route.hostname,
+                "serviceId": route.service_id,
+                "protocol": route.protocol.as_str(),
+                "port": route.port,
+                "backends": [],
+            })
+        })
+        .collect();
+    json!({ "clusterId": table.cluster_id, "revision": table.revision, "routes": routes })
+}
+
+/// In-process wake-ups of route table long polls: one watch channel per cluster, bumped after
+/// every route write this process commits.
+#[derive(Debug, Default)]
+pub struct RouteTableWatch {
+    channels: Mutex<HashMap<Id, watch::Sender<u64>>>,
+}
+
+impl RouteTableWatch {
+    fn sender(&self, cluster_id: &Id) -> watch::Sender<u64> {
+        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        channels.entry(cluster_id.clone()).or_insert_with(|| watch::channel(0).0).clone()
+    }
+
+    /// A receiver that sees every later [`RouteTableWatch::changed`] of the cluster.
+    pub fn subscribe(&self, cluster_id: &Id) -> watch::Receiver<u64> {
+        self.sender(cluster_id).subscribe()
+    }
+
+    /// Wakes the cluster's held long polls.
+    pub fn changed(&self, cluster_id: &Id) {
+        self.sender(cluster_id).send_modify(|version| *version = version.wrapping_add(1));
+    }
+}
+
+/// True for a lowercase DNS name: 1 to 253 characters, dot-separated labels of 1 to 63 of
+/// `a-z`, `0-9` and `-`, neither starting nor ending with `-`, no trailing dot.
+pub fn is_lowercase_dns_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= MAX_HOSTNAME
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+        })
+}
+
+/// A relay request with exactly `required` members (an `identity` is unknown here too), or
+/// `request-invalid` naming the unknown and missing ones (never their values).
+fn relay_members(request: &Map<String, Value>, required: &[&str]) -> Result<(), DomainError> {
+    let mut violations = Vec::new();
+    for key in required {
+        if !request.contains_key(*key) {
+            violations.push(format!("request {key} is required"));
+        }
+    }
+    for key in request.keys() {
+        if !required.contains(&key.as_str()) {
+            let key: String = key.chars().take(64).collect();
+            violations.push(format!("request has an unknown member {key:?}"));
+        }
+    }
+    if violations.is_empty() { Ok(()) } else { Err(DomainError::RequestInvalid(violations)) }
+}
+
+fn invalid(violation: &str) -> DomainError {
+    DomainError::RequestInvalid(vec![violation.to_owned()])
+}
+
+fn hostname_member(value: &Value, path: &str) -> Result<String, String> {
+    match value.as_str() {
+        Some(hostname) if is_lowercase_dns_name(hostname) => Ok(hostname.to_owned()),
+        _ => Err(format!("{path} must be a lowercase DNS name")),
+    }
+}
+
+/// Reads `route: { hostname, serviceId, protocol, port }`, naming every violation.
+fn parse_route(value: Option<&Value>) -> Result<IngressRoute, DomainError> {
+    let Some(Value::Object(route)) = value else {
+        return Err(invalid("request route must be an object"));
+    };
+    let mut violations = Vec::new();
+    for key in route.keys() {
+        if !["hostname", "serviceId", "protocol", "port"].contains(&key.as_str()) {
+            let key: String = key.chars().take(64).collect();
+            violations.push(format!("request route has an unknown member {key:?}"));
+        }
+    }
+    let null = Value::Null;
+    let hostname = hostname_member(route.get("hostname").unwrap_or(&null), "request route hostname")
+        .map_err(|violation| violations.push(violation))
+        .ok();
+    let service_id = reader::id(route.get("serviceId").unwrap_or(&null))
+        .map_err(|_| violations.push("request route serviceId must be an Id".to_owned()))
+        .ok();
+    let protocol = reader::protocol(route.get("protocol").unwrap_or(&null))
+        .map_err(|_| violations.push("request route protocol must be tcp or udp".to_owned()))
+        .ok();
+    let port = reader::port(route.get("port").unwrap_or(&null))
+        .map_err(|_| violations.push("request route port must be an integer from 1 to 65535".to_owned()))
+        .ok();
+    match (hostname, service_id, protocol, port) {
+        (Some(hostname), Some(service_id), Some(protocol), Some(port)) if violations.is_empty() => {
+            Ok(IngressRoute { hostname, service_id, protocol, port })
+        }
+        _ => Err(DomainError::RequestInvalid(violations)),
+    }
+}
+
+fn protocol_name(protocol: Protocol) -> &'static str {
+    protocol.as_str()
+}
+
+impl Controller {
+    /// The relay connection `authInfo.jwt` names, if it is its cluster's elected one:
+    /// `principal-refused` without a token or for an unknown one, `relay-connection-lost` for a
+    /// superseded or expired connection.
+    async fn relay_principal(&self, auth_jwt: Option<&str>) -> Result<StoredRelayConnection, DomainError> {
+        let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
+        let state = self.store.find_relay_connection(hash_value(token)).await?.ok_or(DomainError::PrincipalRefused)?;
+        if state.connection.is_elected(state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms) {
+            Ok(state.connection)
+        } else {
+            Err(DomainError::RelayConnectionLost)
+        }
+    }
+
+    /// The connection `token` names when it is its cluster's elected, unexpired connection;
+    /// `None` for an unknown token or a superseded or expired connection. For the registration
+    /// judge (`relay-not-connected`).
+    pub async fn elected_relay_connection(&self, token: &str) -> Result<Option<StoredRelayConnection>, DomainError> {
+        let Some(state) = self.store.find_relay_connection(hash_value(token)).await? else {
+            return Ok(None);
+        };
+        let elected =
+            state.connection.is_elected(state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms);
+        Ok(elected.then_some(state.connection))
+    }
+
+    /// `issueClusterRelayCredential`: `{ identity, clusterId, relayId }` → `{ relay, bearer }`.
+    pub async fn issue_cluster_relay_credential(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<RelayCredentialIssued, DomainError> {
+        self.authorize(request, Access::Admin)?;
+        request_members(request, &["clusterId", "relayId"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let relay_id = id_member(request, "relayId")?;
+        let cluster = self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        let Some(origin) = cluster.cluster.relay_origin else {
+            return Err(invalid("the cluster has no relayOrigin, so it cannot have a relay"));
+        };
+        let bearer = Bearer::generate(RELAY_BEARER_PREFIX).map_err(|_| DomainError::Internal)?;
+        match self.store.put_relay_credential(&cluster_id, &relay_id, bearer.hash()).await? {
+            PutOutcome::Written(credential) => {
+                tracing::info!(
+                    cluster = %cluster_id, relay = %relay_id, generation = credential.generation,
+                    "relay credential issued"
+                );
+                Ok(RelayCredentialIssued { relay: ClusterRelay { cluster_id, relay_id, origin }, bearer })
+            }
+            PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
+            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+        }
+    }
+
+    /// `connectClusterRelay`: `{ clusterId, relayId, bearer }` → `{ connection, token, leaseMs }`.
+    /// An unknown cluster or relay and a wrong bearer are all `principal-refused`.
+    pub async fn connect_cluster_relay(&self, request: &Map<String, Value>) -> Result<RelayConnected, DomainError> {
+        relay_members(request, &["clusterId", "relayId", "bearer"])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let relay_id = id_member(request, "relayId")?;
+        let presented =
+            request.get("bearer").and_then(Value::as_str).ok_or_else(|| invalid("request bearer must be a string"))?;
+        let presented = Bearer::from_presented(presented);
+        let credential = self.store.get_relay_credential(&cluster_id, &relay_id).await?;
+        // Compare against a hash in every case, so an unknown relay costs what a wrong bearer does.
+        let expected = credential.as_ref().map_or([0u8; 32], |credential| credential.bearer_hash);
+        let Some(credential) = credential.filter(|_| presented.matches_hash(&expected)) else {
+            tracing::info!(cluster = %cluster_id, relay = %relay_id, "relay connect refused");
+            return Err(DomainError::PrincipalRefused);
+        };
+        let token = Bearer::generate(RELAY_TOKEN_PREFIX).map_err(|_| DomainError::Internal)?;
+        let connection_id =
+            Id::parse(&format!("relay-conn-{}", uuid::Uuid::new_v4().simple())).expect("a uuid id is an Id");
+        let connected = self
+            .store
+            .connect_relay(
+                &cluster_id,
+                &relay_id,
+                credential.generation,
+                &connection_id,
+                token.hash(),
+                self.clock.now_ms(),
+            )
+            .await?;
+        let Some(connection) = connected else {
+            tracing::info!(cluster = %cluster_id, relay = %relay_id, "relay credential rotated during connect");
+            return Err(DomainError::PrincipalRefused);
+        };
+        tracing::info!(cluster = %cluster_id, relay = %relay_id, epoch = connection.epoch, "relay connected");
+        Ok(RelayConnected { connection, token, lease_ms: self.settings.relay_lease_ms })
+    }
+
+    /// `heartbeatClusterRelay` (`authInfo.jwt` = token): `{}` → `{ connection, leaseMs }`.
+    pub async fn heartbeat_cluster_relay(
+        &self,
+        request: &Map<String, Value>,
+        auth_jwt: Option<&str>,
+    ) -> Result<StoredRelayConnection, DomainError> {
+        self.relay_principal(auth_jwt).await?;
+        relay_members(request, &[])?;
+        let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
+        let now = self.clock.now_ms();
+        match self.store.heartbeat_relay(hash_value(token), now, self.settings.relay_lease_ms).await? {
+            RelayHeartbeat::Alive(connection) => Ok(connection),
+            RelayHeartbeat::Lost(_) => Err(DomainError::RelayConnectionLost),
+            RelayHeartbeat::Unknown => Err(DomainError::PrincipalRefused),
+        }
+    }
+
+    /// `getClusterIngressRouteTable` (`authInfo.jwt` = token): `{ knownRevision }` → `{ table }`
+    /// of the connection's cluster. When `knownRevision` is the current revision (`null` and no
+    /// table count as equal), the call is held up to `route_table_long_poll_ms` and answers as
+    /// soon as the revision differs, else the current table.
+    pub async fn get_cluster_ingress_route_table(
+        &self,
+        request: &Map<String, Value>,
+        auth_jwt: Option<&str>,
+    ) -> Result<Option<StoredRouteTable>, DomainError> {
+        let connection = self.relay_principal(auth_jwt).await?;
+        relay_members(request, &["knownRevision"])?;
+        let known = reader::nullable(&request["knownRevision"], reader::counter)
+            .map_err(|_| invalid("request knownRevision must be null or a counter"))?;
+        let cluster_id = &connection.cluster_id;
+        let mut changes = self.route_tables.subscribe(cluster_id);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.settings.route_table_long_poll_ms);
+        loop {
+            let revision = self.store.route_table_revision(cluster_id).await?;
+            let now = tokio::time::Instant::now();
+            if revision != known || now >= deadline {
+                break;
+            }
+            let recheck = tokio::time::sleep_until(deadline.min(now + ROUTE_TABLE_RECHECK));
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = recheck => {}
+            }
+        }
+        Ok(self.store.get_route_table(cluster_id).await?)
+    }
+
+    /// `putClusterIngressRoute`: `{ identity, clusterId, route }` → `{ table }`.
+    pub async fn put_cluster_ingress_route(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<StoredRouteTable, DomainError> {
+        self.authorize(request, Access::Admin)?;
+        request_members(request, &["clusterId", "route"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let route = parse_route(request.get("route"))?;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        let spec = self
+            .store
+            .get_service_spec(&cluster_id, &route.service_id, None)
+            .await?
+            .ok_or(DomainError::NotFound(MissingKind::Service))?;
+        if !spec.body.ports.iter().any(|port| port.protocol == route.protocol && port.port == route.port) {
+            return Err(invalid(&format!(
+                "request route port must be one of the service's declared {} ports",
+                protocol_name(route.protocol)
+            )));
+        }
+        let outcome = self.store.put_ingress_route(&cluster_id, &route).await?;
+        self.route_tables.changed(&cluster_id);
+        match outcome {
+            PutOutcome::Written(table) => {
+                tracing::info!(cluster = %cluster_id, hostname = %route.hostname, revision = table.revision, "ingress route put");
+                Ok(table)
+            }
+            PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
+            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+        }
+    }
+
+    /// `deleteClusterIngressRoute`: `{ identity, clusterId, hostname }` → `{ table }` (`null` when
+    /// the cluster never had a table). Deleting a hostname without a route changes nothing.
+    pub async fn delete_cluster_ingress_route(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<Option<StoredRouteTable>, DomainError> {
+        self.authorize(request, Access::Admin)?;
+        request_members(request, &["clusterId", "hostname"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let hostname =
+            hostname_member(&request["hostname"], "request hostname").map_err(|violation| invalid(&violation))?;
+        let outcome = self.store.delete_ingress_route(&cluster_id, &hostname).await?;
+        self.route_tables.changed(&cluster_id);
+        match outcome {
+            PutOutcome::Written(table) => {
+                tracing::info!(cluster = %cluster_id, %hostname, "ingress route deleted");
+                Ok(table)
+            }
+            PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
+            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+        }
+    }
+
+    /// `getClusterIngressRoutes` (every role): `{ identity, clusterId }` → `{ table }`.
+    pub async fn get_cluster_ingress_routes(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<Option<StoredRouteTable>, DomainError> {
+        self.authorize(request, Access::Read)?;
+        request_members(request, &["clusterId"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        Ok(self.store.get_route_table(&cluster_id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names_are_lowercase_labels() {
+        for good in ["example.net", "a", "a-b.c1.example", "xn--bcher-kva.example"] {
+            assert!(is_lowercase_dns_name(good), "{good}");
+        }
+        for bad in ["", "Example.net", "a..b", "-a.b", "a-.b", "a.b.", "a_b.c", "*.example.net", &"a".repeat(64)] {
+            assert!(!is_lowercase_dns_name(bad), "{bad}");
+        }
+        assert!(!is_lowercase_dns_name(&format!("{}.b", vec!["a".repeat(63); 4].join("."))));
+    }
+
+    #[test]
+    fn a_connection_is_elected_only_at_the_highest_epoch_within_its_lease() {
+        let connection = StoredRelayConnection {
+            id: Id::parse("c").unwrap(),
+            cluster_id: Id::parse("k").unwrap(),
+            relay_id: Id::parse("r").unwrap(),
+            epoch: 3,
+            last_seen_ms: 1_000,
+        };
+        assert!(connection.is_elected(3, 1_000, 30_000));
+        assert!(connection.is_elected(3, 30_999, 30_000));
+        assert!(!connection.is_elected(3, 31_000, 30_000));
+        assert!(!connection.is_elected(4, 1_000, 30_000));
+    }
+}

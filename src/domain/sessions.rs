@@ -1,0 +1,306 @@
+//! Node sessions (`04-registration.md`, "Node sessions and assignments"): `openRuntimeSession`,
+//! the session check of every node method, and the process's registry of node links — the
+//! socket each node's current session is open on, through which the controller sends requests
+//! (`pushRuntimeChanged`) and awaits their answers.
+//!
+//! The registry knows no WebSocket: a link is a channel of [`LinkCommand`]s that the transport
+//! (`api::socket`) serves. The store decides which session is current (several controller
+//! processes agree on it); the registry only knows the sockets of this process.
+
+use super::secrets::Bearer;
+use super::{Controller, DomainError, id_member, request_members};
+use crate::contract::reader;
+use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
+use crate::contract::{Id, NodeId};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long the controller waits for a node to answer a request sent down its socket.
+pub const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The close reason of a socket whose session a newer one superseded.
+pub const SUPERSEDED: &str = "session superseded";
+
+/// What the transport of a link is asked to do.
+#[derive(Debug)]
+pub enum LinkCommand {
+    /// Send a request envelope down the socket and hand its answer (`Ok(response)` or
+    /// `Err(error)`, the envelope's members) to `reply`.
+    Request {
+        /// The method.
+        method: String,
+        /// The request object.
+        request: Value,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Value, Value>>,
+    },
+    /// Close the socket cleanly, saying why (its session was superseded, or the server stops).
+    Close {
+        /// The close frame's reason.
+        reason: &'static str,
+    },
+}
+
+/// Why a request down a node's socket got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// The node has no socket with a session in this process.
+    #[error("the node is not connected to this controller process")]
+    NotConnected,
+    /// The socket closed before the answer came.
+    #[error("the node's socket closed")]
+    Closed,
+    /// No answer within the timeout.
+    #[error("the node did not answer in time")]
+    Timeout,
+    /// The node answered with an error envelope.
+    #[error("the node answered an error")]
+    Refused(Value),
+}
+
+struct NodeLink {
+    link_id: u64,
+    session: RuntimeSessionReference,
+    commands: mpsc::UnboundedSender<LinkCommand>,
+}
+
+/// The node links of this process: (cluster, node) → the socket of its current session, and
+/// every open socket (so a stopping server can close them all).
+#[derive(Default)]
+pub struct NodeLinks {
+    links: Mutex<HashMap<(Id, NodeId), NodeLink>>,
+    sockets: Mutex<HashMap<u64, mpsc::UnboundedSender<LinkCommand>>>,
+    next_link_id: AtomicU64,
+    liveness: Mutex<Option<Liveness>>,
+}
+
+/// How often sockets are pinged and how long one may stay silent before it is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// The ping interval.
+    pub ping_interval: Duration,
+    /// The longest silence.
+    pub silence_limit: Duration,
+}
+
+impl Default for Liveness {
+    /// A ping every 15 s; a socket silent for 45 s is closed.
+    fn default() -> Self {
+        Liveness { ping_interval: Duration::from_secs(15), silence_limit: Duration::from_secs(45) }
+    }
+}
+
+impl std::fmt::Debug for NodeLinks {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("NodeLinks").finish_non_exhaustive()
+    }
+}
+
+impl NodeLinks {
+    /// The liveness timing of sockets opened from now on.
+    pub fn liveness(&self) -> Liveness {
+        self.liveness.lock().expect("the liveness lock is never poisoned").unwrap_or_default()
+    }
+
+    /// Changes the liveness timing of sockets opened from now on (tests shorten it).
+    pub fn set_liveness(&self, liveness: Liveness) {
+        *self.liveness.lock().expect("the liveness lock is never poisoned") = Some(liveness);
+    }
+
+    /// Registers a new socket, answering its link id.
+    pub fn register(&self, commands: mpsc::UnboundedSender<LinkCommand>) -> u64 {
+        let link_id = self.next_link_id.fetch_add(1, Ordering::Relaxed) + 1;
+        self.sockets.lock().expect("the socket registry lock is never poisoned").insert(link_id, commands);
+        link_id
+    }
+
+    /// Forgets an ended socket (and its node link, if it still holds one).
+    pub fn unregister(&self, link_id: u64, session: Option<&RuntimeSessionReference>) {
+        self.sockets.lock().expect("the socket registry lock is never poisoned").remove(&link_id);
+        if let Some(session) = session {
+            self.detach(link_id, &session.cluster_id, &session.node_id);
+        }
+    }
+
+    /// Tells every open socket to close (the server is stopping).
+    pub fn close_all(&self) {
+        for commands in self.sockets.lock().expect("the socket registry lock is never poisoned").values() {
+            let _ = commands.send(LinkCommand::Close { reason: "controller stopping" });
+        }
+    }
+
+    /// Makes the link `link_id` the node's link for `session`. A link of an older session of
+    /// the node is told to close; when the registry already holds a newer session of the node,
+    /// this link is the stale one and is told to close instead.
+    pub fn attach(
+        &self,
+        link_id: u64,
+        session: &RuntimeSessionReference,
+        commands: mpsc::UnboundedSender<LinkCommand>,
+    ) {
+        let key = (session.cluster_id.clone(), session.node_id.clone());
+        let mut links = self.links.lock().expect("the link registry lock is never poisoned");
+        if let Some(existing) = links.get(&key) {
+            if existing.session.generation > session.generation {
+                let _ = commands.send(LinkCommand::Close { reason: SUPERSEDED });
+                return;
+            }
+            if existing.link_id != link_id {
+                let _ = existing.commands.send(LinkCommand::Close { reason: SUPERSEDED });
+            }
+        }
+        links.insert(key, NodeLink { link_id, session: session.clone(), commands });
+    }
+
+    /// Forgets the link `link_id` of the node (its socket ended), unless another link replaced it.
+    pub fn detach(&self, link_id: u64, cluster_id: &Id, node_id: &NodeId) {
+        let key = (cluster_id.clone(), node_id.clone());
+        let mut links = self.links.lock().expect("the link registry lock is never poisoned");
+        if links.get(&key).is_some_and(|link| link.link_id == link_id) {
+            links.remove(&key);
+        }
+    }
+
+    /// The session of the node's link in this process, if it has one.
+    pub fn connected_session(&self, cluster_id: &Id, node_id: &NodeId) -> Option<RuntimeSessionReference> {
+        let links = self.links.lock().expect("the link registry lock is never poisoned");
+        links.get(&(cluster_id.clone(), node_id.clone())).map(|link| link.session.clone())
+    }
+
+    /// Sends `method` with `request` down the node's socket and awaits the answer.
+    pub async fn request(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+        method: &str,
+        request: Value,
+        timeout: Duration,
+    ) -> Result<Value, LinkError> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let links = self.links.lock().expect("the link registry lock is never poisoned");
+            let link = links.get(&(cluster_id.clone(), node_id.clone())).ok_or(LinkError::NotConnected)?;
+            link.commands
+                .send(LinkCommand::Request { method: method.to_owned(), request, reply })
+                .map_err(|_| LinkError::Closed)?;
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Err(_) => Err(LinkError::Timeout),
+            Ok(Err(_)) => Err(LinkError::Closed),
+            Ok(Ok(Ok(response))) => Ok(response),
+            Ok(Ok(Err(error))) => Err(LinkError::Refused(error)),
+        }
+    }
+}
+
+fn fresh_session_id() -> Id {
+    Id::parse(&format!("session-{}", uuid::Uuid::new_v4().simple())).expect("a uuid id is an Id")
+}
+
+fn node_member(request: &Map<String, Value>, key: &str) -> Result<NodeId, DomainError> {
+    request
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(NodeId::parse)
+        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be a NodeId")]))
+}
+
+impl Controller {
+    /// This controller as runtime records name it: `{ kind: "cloudly", id: settings.controller_id }`.
+    pub fn controller_reference(&self) -> ControllerReference {
+        ControllerReference { kind: ControllerKind::Cloudly, id: self.settings.controller_id.clone() }
+    }
+
+    /// `openRuntimeSession`: `{ clusterId, nodeId, bearer }` → `{ session }`. The bearer is
+    /// compared with the node's stored hash in constant time; an unknown cluster or node and a
+    /// wrong bearer are the same `principal-refused`, which never says why. The new session is
+    /// the node's current one; attaching it to a socket is the transport's step.
+    pub async fn open_runtime_session(
+        &self,
+        request: &Map<String, Value>,
+    ) -> Result<RuntimeSessionReference, DomainError> {
+        request_members(request, &["clusterId", "nodeId", "bearer"], &[])?;
+        let cluster_id = id_member(request, "clusterId")?;
+        let node_id = node_member(request, "nodeId")?;
+        let bearer = request
+            .get("bearer")
+            .and_then(Value::as_str)
+            .ok_or_else(|| DomainError::RequestInvalid(vec!["request bearer must be a string".to_owned()]))?;
+        let bearer = Bearer::from_presented(bearer);
+        let Some(node) = self.store.get_node(&cluster_id, &node_id).await? else {
+            tracing::info!(cluster = %cluster_id, node = %node_id, "runtime session refused");
+            return Err(DomainError::PrincipalRefused);
+        };
+        if !bearer.matches_hash(&node.bearer_hash) {
+            tracing::info!(cluster = %cluster_id, node = %node_id, "runtime session refused");
+            return Err(DomainError::PrincipalRefused);
+        }
+        let session = self
+            .store
+            .open_session(&cluster_id, &node_id, &fresh_session_id(), &self.controller_reference(), self.clock.now_ms())
+            .await?
+            .ok_or(DomainError::PrincipalRefused)?;
+        tracing::info!(cluster = %cluster_id, node = %node_id, generation = session.generation, "runtime session opened");
+        Ok(session)
+    }
+
+    /// For `listClusterNodes`: the node's current session (from the store), and whether it is
+    /// connected — its socket with that session is open in this process (another process's
+    /// sockets are not known here).
+    pub async fn node_session_status(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<(Option<RuntimeSessionReference>, bool), DomainError> {
+        let session = self.store.current_session(cluster_id, node_id).await?;
+        let connected = session.is_some() && self.links.connected_session(cluster_id, node_id) == session;
+        Ok((session, connected))
+    }
+
+    /// The session check of every node method: `request.session` must equal (all six members)
+    /// `socket_session`, the session opened on the socket, and that session must be the node's
+    /// current one in the store. Otherwise `principal-refused` with `current` = the current
+    /// session of the socket's node (`None` when the socket opened none or the node has none).
+    pub async fn check_node_session(
+        &self,
+        socket_session: Option<&RuntimeSessionReference>,
+        request: &Map<String, Value>,
+    ) -> Result<RuntimeSessionReference, DomainError> {
+        let presented =
+            RuntimeSessionReference::read(request.get("session").unwrap_or(&Value::Null)).map_err(|_| {
+                DomainError::RequestInvalid(vec!["request session must be an IRuntimeSessionReference".to_owned()])
+            })?;
+        let Some(socket_session) = socket_session else {
+            return Err(DomainError::SessionNotCurrent(None));
+        };
+        let current = self.store.current_session(&socket_session.cluster_id, &socket_session.node_id).await?;
+        if current.as_ref() != Some(socket_session) || presented != *socket_session {
+            return Err(DomainError::SessionNotCurrent(current.map(Box::new)));
+        }
+        Ok(presented)
+    }
+}
+
+/// Reads an `IRuntimeAuthorityReference` member.
+pub(crate) fn reference_member(
+    request: &Map<String, Value>,
+    key: &str,
+) -> Result<crate::contract::AuthorityReference, DomainError> {
+    crate::contract::AuthorityReference::read(request.get(key).unwrap_or(&Value::Null))
+        .map_err(|_| DomainError::RequestInvalid(vec![format!("request {key} must be an IRuntimeAuthorityReference")]))
+}
+
+/// Reads a string member.
+pub(crate) fn string_member<'a>(request: &'a Map<String, Value>, key: &str) -> Result<&'a str, DomainError> {
+    request
+        .get(key)
+        .map(reader::string)
+        .transpose()
+        .ok()
+        .flatten()
+        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be a string")]))
+}

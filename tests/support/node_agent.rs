@@ -1,0 +1,187 @@
+//! A real WebSocket node agent for tests: connects to `ws://…/typedsocket`, sends requests with
+//! correlation ids and awaits their answers, answers the controller's requests
+//! (`pushRuntimeChanged` with `{}`, anything else `unknown-method`) and keeps every request the
+//! controller sent, and notices when the controller closes the socket.
+
+use super::service::TestService;
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::Message;
+
+/// How long a test waits for an answer, a push or a close.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
+
+/// An answered error: `error.text` and `error.data`.
+#[derive(Debug, Clone)]
+pub struct AgentError {
+    pub text: String,
+    pub data: Value,
+}
+
+impl AgentError {
+    pub fn code(&self) -> &str {
+        self.data["code"].as_str().unwrap_or("")
+    }
+}
+
+/// One connected node agent.
+pub struct NodeAgent {
+    outgoing: mpsc::UnboundedSender<Message>,
+    pending: Pending,
+    pushes: mpsc::UnboundedReceiver<Value>,
+    closed: watch::Receiver<Option<String>>,
+    next_id: AtomicU64,
+}
+
+impl NodeAgent {
+    /// Connects to the service's `/typedsocket`.
+    pub async fn connect(service: &TestService) -> NodeAgent {
+        Self::connect_to(&service.base_url).await
+    }
+
+    /// Connects to `/typedsocket` of the controller at `base_url` (`http://host:port`).
+    pub async fn connect_to(base_url: &str) -> NodeAgent {
+        let url = format!("{}/typedsocket", base_url.replacen("http://", "ws://", 1));
+        let (socket, _) = tokio_tungstenite::connect_async(url).await.expect("connect the node agent");
+        let (mut sink, mut stream) = socket.split();
+        let (outgoing, mut outgoing_rx) = mpsc::unbounded_channel::<Message>();
+        let pending: Pending = Arc::default();
+        let (pushes_tx, pushes) = mpsc::unbounded_channel();
+        let (closed_tx, closed) = watch::channel(None);
+        tokio::spawn(async move {
+            while let Some(message) = outgoing_rx.recv().await {
+                if sink.send(message).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let reader_pending = pending.clone();
+        let answers = outgoing.clone();
+        tokio::spawn(async move {
+            let mut reason = "stream ended".to_owned();
+            while let Some(message) = stream.next().await {
+                match message {
+                    Ok(Message::Text(text)) => {
+                        let envelope: Value = serde_json::from_str(text.as_str()).expect("the controller sends JSON");
+                        if envelope["correlation"]["phase"] == "response" {
+                            let id = envelope["correlation"]["id"].as_str().unwrap_or("").to_owned();
+                            if let Some(reply) = reader_pending.lock().unwrap().remove(&id) {
+                                let _ = reply.send(envelope);
+                            }
+                        } else {
+                            let mut answer = json!({
+                                "method": envelope["method"],
+                                "request": null,
+                                "correlation": { "id": envelope["correlation"]["id"], "phase": "response" },
+                            });
+                            if envelope["method"] == "pushRuntimeChanged" {
+                                answer["response"] = json!({});
+                            } else {
+                                answer["response"] = Value::Null;
+                                answer["error"] = json!({ "text": "unknown", "data": { "code": "unknown-method" } });
+                            }
+                            let _ = answers.send(Message::Text(answer.to_string().into()));
+                            let _ = pushes_tx.send(envelope);
+                        }
+                    }
+                    Ok(Message::Close(frame)) => {
+                        reason = frame.map_or_else(|| "closed".to_owned(), |frame| frame.reason.to_string());
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        reason = error.to_string();
+                        break;
+                    }
+                }
+            }
+            let _ = closed_tx.send(Some(reason));
+        });
+        NodeAgent { outgoing, pending, pushes, closed, next_id: AtomicU64::new(1) }
+    }
+
+    /// Sends one request envelope and answers the whole answer envelope.
+    pub async fn envelope(&self, method: &str, request: Value) -> Value {
+        let id = format!("agent-{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let (reply, answer) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id.clone(), reply);
+        let envelope = json!({
+            "method": method, "request": request, "response": null,
+            "correlation": { "id": id, "phase": "request" },
+        });
+        self.outgoing.send(Message::Text(envelope.to_string().into())).expect("the agent's writer runs");
+        let answer = tokio::time::timeout(WAIT, answer)
+            .await
+            .unwrap_or_else(|_| panic!("{method}: no answer in time"))
+            .unwrap_or_else(|_| panic!("{method}: the socket closed before the answer"));
+        assert_eq!(answer["correlation"]["id"], json!(id));
+        assert_eq!(answer["method"], json!(method));
+        answer
+    }
+
+    /// Sends one raw text frame.
+    pub fn send_raw(&self, text: String) {
+        self.outgoing.send(Message::Text(text.into())).expect("the agent's writer runs");
+    }
+
+    /// Calls `method`: the response, or the error.
+    pub async fn call(&self, method: &str, request: Value) -> Result<Value, AgentError> {
+        let answer = self.envelope(method, request).await;
+        match answer.get("error") {
+            Some(error) if !error.is_null() => {
+                Err(AgentError { text: error["text"].as_str().unwrap_or("").to_owned(), data: error["data"].clone() })
+            }
+            _ => Ok(answer["response"].clone()),
+        }
+    }
+
+    /// `openRuntimeSession`, expected to succeed: the session.
+    pub async fn open(&self, cluster: &str, node: &str, bearer: &str) -> Value {
+        self.call("openRuntimeSession", json!({ "clusterId": cluster, "nodeId": node, "bearer": bearer }))
+            .await
+            .unwrap_or_else(|error| panic!("openRuntimeSession: {} {}", error.text, error.data))["session"]
+            .clone()
+    }
+
+    /// The next request the controller sent, if one comes within `wait`.
+    pub async fn next_push(&mut self, wait: Duration) -> Option<Value> {
+        tokio::time::timeout(wait, self.pushes.recv()).await.ok().flatten()
+    }
+
+    /// Drops every request the controller sent so far.
+    pub fn drain_pushes(&mut self) {
+        while self.pushes.try_recv().is_ok() {}
+    }
+
+    /// The close reason once the controller closed the socket, if it does within `wait`.
+    pub async fn closed(&self, wait: Duration) -> Option<String> {
+        let mut closed = self.closed.clone();
+        tokio::time::timeout(wait, closed.wait_for(Option::is_some)).await.ok()?.ok()?.clone()
+    }
+}
+
+impl Drop for NodeAgent {
+    /// Closes the socket cleanly (the background tasks would otherwise keep it open).
+    fn drop(&mut self) {
+        let _ = self.outgoing.send(Message::Close(None));
+    }
+}
+
+/// Rotates the credential of `node` (created by `seed_cluster` or new) and answers its bearer.
+pub async fn node_bearer(service: &TestService, cluster: &str, node: &str) -> String {
+    let answer = service
+        .admin_call(
+            "putClusterNode",
+            json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
+                    "rotateCredential": true }),
+        )
+        .await;
+    answer["bearer"].as_str().expect("a rotated credential answers its bearer").to_owned()
+}
