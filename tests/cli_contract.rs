@@ -328,10 +328,11 @@ fn digest_exits_1_for_every_record_invalid_beyond_its_digest() {
                 .and_then(|_| cloudly::contract::kind::compute_digest(record_kind.domain().unwrap(), record).ok());
             let mut restated = record.clone();
             let expect = match content_digest {
-                Some(digest) if {
-                    restated["digest"] = Value::String(digest.as_str().to_owned());
-                    cloudly::contract::dispatch::validate(record_kind, &restated).is_empty()
-                } =>
+                Some(digest)
+                    if {
+                        restated["digest"] = Value::String(digest.as_str().to_owned());
+                        cloudly::contract::dispatch::validate(record_kind, &restated).is_empty()
+                    } =>
                 {
                     only_the_digest_is_wrong += 1;
                     Expect::Prints(digest.as_str().to_owned())

@@ -56,8 +56,9 @@ impl Controller {
         // Unknown members are named; a missing `designation` fails the seed's snapshot like any
         // other malformed request (`request-invalid` with its one message).
         request_members(request, &[], &["designation"])?;
-        let designation_request = snapshot_cluster_ingress_designation_request(request.get("designation").unwrap_or(&Value::Null))
-            .map_err(|rejected| DomainError::RequestInvalid(vec![rejected.to_string()]))?;
+        let designation_request =
+            snapshot_cluster_ingress_designation_request(request.get("designation").unwrap_or(&Value::Null))
+                .map_err(|rejected| DomainError::RequestInvalid(vec![rejected.to_string()]))?;
         let request_canonical = canonical(&serde_json::to_value(&designation_request).expect("requests serialize"))
             .expect("requests are canonical");
 

@@ -15,9 +15,9 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 mod codec;
+mod postgres;
 pub mod relays;
 pub mod sessions;
-mod postgres;
 mod sqlite;
 
 pub use postgres::{POSTGRES_POOL_SIZE, PostgresStore};

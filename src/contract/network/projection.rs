@@ -63,34 +63,9 @@ pub const MAXIMUM_HOST_PLATFORM_ENDPOINT_IDS: usize = 64;
 /// The bytes the top-level `"digest":"sha256:<64 hex>",` member adds to the canonical bytes.
 const DIGEST_MEMBER_BYTES: usize = 83;
 
-/// `IRuntimeNetworkProjection['controller']['kind']`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ControllerKind {
-    /// `"cloudly"`: this controller. Only its projections may carry `workloadIngress`.
-    Cloudly,
-    /// `"onebox"`.
-    Onebox,
-}
-
-impl ControllerKind {
-    /// Reads `IRuntimeNetworkProjection['controller']['kind']`: `"cloudly"` or `"onebox"`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "cloudly" => Some(ControllerKind::Cloudly),
-            "onebox" => Some(ControllerKind::Onebox),
-            _ => None,
-        }
-    }
-
-    /// The wire spelling of `IRuntimeNetworkProjection['controller']['kind']`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ControllerKind::Cloudly => "cloudly",
-            ControllerKind::Onebox => "onebox",
-        }
-    }
-}
+/// `IRuntimeNetworkProjection['controller']['kind']`: the controller kind shared by every runtime
+/// record (`cloudly` or `onebox`); only `cloudly` projections may carry `workloadIngress`.
+pub use crate::contract::session::ControllerKind;
 
 /// `IRuntimeNetworkProjection['controller']`: `{ kind, id }`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
