@@ -12,13 +12,18 @@
 //! - the error codes are exactly those the code can answer: every [`DomainError`] variant (an
 //!   exhaustive `match`, so a new variant breaks this file's compilation), `unknown-method`, and
 //!   the HTTP-level codes read from real router answers; every `error.data` fits `ErrorData`;
-//! - the paths are exactly `/typedrequest`, `/healthz`, `/readyz`, `/metrics`, and each documented
-//!   status is answered by the router with the documented body;
+//! - the paths are exactly `/typedrequest`, `/typedsocket`, `/healthz`, `/readyz`, `/metrics`, and
+//!   each documented status is answered by the router with the documented body (`101` of
+//!   `/typedsocket` by a real upgrade over TCP, whose frames are envelopes that fit the document);
 //! - for each method, the documented required request members are the domain's (a request with
 //!   no member but `identity` and one unknown member is refused naming exactly those), the
-//!   documented optional members are accepted, and `x-roles` is what the code allows;
-//! - a scripted flow calls every method successfully over the router, and every request envelope,
-//!   answer envelope, response object and error data it sees fits the document.
+//!   documented optional members are accepted, and `x-roles` is what the code allows (`relay`:
+//!   no identity, an exact request, the connection token as `authInfo.jwt` when the envelope
+//!   requires it; `node`: exactly [`methods::NODE_METHODS`], refused over HTTP with
+//!   `principal-refused`, their required members checked on the socket);
+//! - a scripted flow calls every method but the node methods successfully over the router, and
+//!   every request envelope, answer envelope, response object and error data it sees fits the
+//!   document.
 
 use axum::Router;
 use axum::body::Body;
@@ -27,11 +32,13 @@ use cloudly::api::error::{ApiError, UNKNOWN_METHOD_TEXT};
 use cloudly::api::methods::{self, METHODS};
 use cloudly::api::{AppState, Limits, router};
 use cloudly::contract::designation::{ClusterRuntimeReference, RuntimePhase};
-use cloudly::contract::{AuthorityReference, Id, Sha256Digest};
+use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
+use cloudly::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
 use cloudly::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use cloudly::domain::{Clock, Controller, DomainError, SystemClock};
 use cloudly::keys::ControllerKeys;
 use cloudly::store::{self, MissingKind, SharedStore, SqliteStore, Store};
+use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -388,9 +395,13 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::DesignationConflict(_) => 9,
         DomainError::StoreUnavailable => 10,
         DomainError::Internal => 11,
+        DomainError::RelayConnectionLost => 12,
+        DomainError::PrincipalRefused => 13,
+        DomainError::SessionNotCurrent(_) => 14,
+        DomainError::AssignmentNotFound => 15,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 12;
+const DOMAIN_ERROR_VARIANTS: usize = 16;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -412,7 +423,20 @@ fn domain_error_samples() -> Vec<DomainError> {
     };
     let runtime =
         ClusterRuntimeReference { id: Id::parse("c1").expect("an Id"), phase: RuntimePhase::Pallet, generation: 3 };
+    let session = RuntimeSessionReference {
+        id: Id::parse("session-1").expect("an Id"),
+        generation: 2,
+        controller: ControllerReference { kind: ControllerKind::Cloudly, id: Id::parse("ctl-1").expect("an Id") },
+        cluster_id: Id::parse("c1").expect("an Id"),
+        node_id: NodeId::parse("node-1").expect("a NodeId"),
+        runtime_namespace: Id::parse("ns-main").expect("an Id"),
+    };
     let mut samples = vec![
+        DomainError::RelayConnectionLost,
+        DomainError::PrincipalRefused,
+        DomainError::SessionNotCurrent(Some(Box::new(session))),
+        DomainError::SessionNotCurrent(None),
+        DomainError::AssignmentNotFound,
         DomainError::IdentityRefused,
         DomainError::IdentityForbidden,
         DomainError::RequestInvalid(vec!["request clusterId is required".to_owned()]),
@@ -487,8 +511,9 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
     }
     assert_eq!(produced, documented, "ErrorCode must list exactly the codes the code answers");
 
-    // `not-found`'s `what` lists every kind.
-    let kinds: BTreeSet<String> = missing_kinds().into_iter().map(|kind| kind.what().to_owned()).collect();
+    // `not-found`'s `what` lists every kind, and `assignment` (`DomainError::AssignmentNotFound`).
+    let mut kinds: BTreeSet<String> = missing_kinds().into_iter().map(|kind| kind.what().to_owned()).collect();
+    kinds.insert(ApiError::from(DomainError::AssignmentNotFound).data["what"].as_str().expect("a what").to_owned());
     assert_eq!(string_set(&schema("ErrorDataNotFound")["properties"]["what"]["enum"]), kinds);
 
     // `ErrorData` has one branch per code, and every method's `x-errors` names documented codes.
@@ -624,11 +649,16 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
             item.as_object().expect("a path item").keys().map(move |op| (path.clone(), op.clone()))
         })
         .collect();
-    let expected: BTreeSet<(String, String)> =
-        [("/typedrequest", "post"), ("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
-            .iter()
-            .map(|(path, op)| ((*path).to_owned(), (*op).to_owned()))
-            .collect();
+    let expected: BTreeSet<(String, String)> = [
+        ("/typedrequest", "post"),
+        ("/typedsocket", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ]
+    .iter()
+    .map(|(path, op)| ((*path).to_owned(), (*op).to_owned()))
+    .collect();
     assert_eq!(operations, expected, "the documented operations");
 
     let keys = fresh_keys();
@@ -695,8 +725,72 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
     }
     observe("/readyz", &send(&pending, "GET", "/readyz", Vec::new()).await);
     observe("/readyz", &send(&down, "GET", "/readyz", Vec::new()).await);
+    // An HTTP GET without the upgrade headers is refused by axum's `WebSocketUpgrade` extractor.
+    let plain = send(&app, "GET", "/typedsocket", Vec::new()).await;
+    assert!(plain.status.is_client_error(), "a GET that is no upgrade: {}", plain.status);
+    observe("/typedsocket", &plain);
     state.accepting.store(false, Ordering::SeqCst);
     observe("/readyz", &send(&app, "GET", "/readyz", Vec::new()).await);
+
+    // A real upgrade over TCP answers 101, and its frames are envelopes that fit the document.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let (socket_app, _) = app_over(store.clone(), keys.clone(), Limits::default());
+    let server = tokio::spawn(async move { axum::serve(listener, socket_app).await });
+    let (mut socket, upgraded) =
+        tokio_tungstenite::connect_async(format!("ws://{address}/typedsocket")).await.expect("the socket upgrades");
+    assert_eq!(upgraded.status().as_u16(), StatusCode::SWITCHING_PROTOCOLS.as_u16());
+    assert!(paths["/typedsocket"]["get"]["responses"].get("101").is_some(), "101 is documented");
+    seen.insert(("/typedsocket".to_owned(), "101".to_owned()));
+    let envelope = json!({
+        "method": "openRuntimeSession",
+        "request": { "clusterId": "c1", "nodeId": "node-1", "bearer": "szrn_wrong" },
+        "response": null,
+        "correlation": { "id": "socket-1", "phase": "request" },
+    });
+    assert_fits_named("TypedRequestEnvelope", &envelope);
+    socket.send(tokio_tungstenite::tungstenite::Message::text(envelope.to_string())).await.expect("a frame");
+    let answered = loop {
+        let frame = socket.next().await.expect("an answer").expect("a frame");
+        if frame.is_text() {
+            break serde_json::from_str::<Value>(frame.to_text().expect("text")).expect("a JSON frame");
+        }
+    };
+    assert_fits_named("TypedAnswerEnvelope", &answered);
+    assert_fits_named("openRuntimeSessionAnswerEnvelope", &answered);
+    assert_eq!(answered["error"]["data"], json!({ "code": "principal-refused" }), "an unknown node: {answered}");
+    assert_eq!(answered["correlation"], json!({ "id": "socket-1", "phase": "response" }));
+    // On the socket, the node methods' documented required members are the domain's.
+    for (index, method) in methods::NODE_METHODS.iter().enumerate() {
+        let id = format!("socket-members-{index}");
+        let envelope = json!({
+            "method": method, "request": { "zz": 1 }, "response": null,
+            "correlation": { "id": id, "phase": "request" },
+        });
+        socket.send(tokio_tungstenite::tungstenite::Message::text(envelope.to_string())).await.expect("a frame");
+        let answered = loop {
+            let frame = socket.next().await.expect("an answer").expect("a frame");
+            if frame.is_text() {
+                break serde_json::from_str::<Value>(frame.to_text().expect("text")).expect("a JSON frame");
+            }
+        };
+        assert_fits_named(&format!("{method}AnswerEnvelope"), &answered);
+        assert_eq!(answered["correlation"]["id"], json!(id));
+        let data = &answered["error"]["data"];
+        assert_eq!(data["code"], json!("request-invalid"), "{method}: {answered}");
+        let mut wanted: BTreeSet<String> = strings(&schema(&format!("{method}Request"))["required"])
+            .iter()
+            .map(|key| format!("request {key} is required"))
+            .collect();
+        wanted.insert(unknown_member_violation("zz"));
+        assert_eq!(
+            string_set(&data["violations"]),
+            wanted,
+            "{method}: the document's members differ from the domain's"
+        );
+    }
+    let _ = socket.close(None).await;
+    server.abort();
 
     let documented_statuses: BTreeSet<(String, String)> = paths
         .iter()
@@ -710,9 +804,6 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
         .collect();
     assert_eq!(seen, documented_statuses, "every documented status is answered");
     assert_eq!(reasons, string_set(&schema("NotReadyBody")["properties"]["reason"]["enum"]), "readiness reasons");
-
-    // The spec's WebSocket transport is not routed by this build, so it is not documented.
-    assert_eq!(send(&app, "GET", "/typedsocket", Vec::new()).await.status, StatusCode::NOT_FOUND);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -725,12 +816,94 @@ fn unknown_member_violation(key: &str) -> String {
 #[tokio::test]
 async fn required_members_optional_members_and_roles_match_the_domain() {
     let keys = fresh_keys();
-    let controller = Controller::new(memory_store().await, keys.clone(), Arc::new(SystemClock));
+    let mut controller = Controller::new(memory_store().await, keys.clone(), Arc::new(SystemClock));
+    // `getClusterIngressRouteTable` answers at once instead of holding a current `knownRevision`.
+    controller.settings.route_table_long_poll_ms = 0;
+    // A relay connection token, for the relay methods whose principal is `authInfo.jwt`.
+    let admin = identity(&keys, Role::Admin);
+    let setup = [
+        ("putOrganization", json!({ "identity": admin, "organization": { "id": "org", "name": "Org" } })),
+        (
+            "putCluster",
+            json!({ "identity": admin, "expectedRevision": null,
+                    "cluster": cluster("c1", "pallet", json!("https://relay.example.net"), Value::Null) }),
+        ),
+        ("issueClusterRelayCredential", json!({ "identity": admin, "clusterId": "c1", "relayId": "relay-1" })),
+    ];
+    let mut issued = Value::Null;
+    for (method, request) in setup {
+        issued =
+            methods::call(&controller, method, &request).await.unwrap_or_else(|error| panic!("{method}: {error:?}"));
+    }
+    let connect = json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": issued["bearer"] });
+    let connected = methods::call(&controller, "connectClusterRelay", &connect).await.expect("the relay connects");
+    let token = connected["token"].as_str().expect("a token").to_owned();
+
     for method in METHODS {
         let request_schema = schema(&format!("{method}Request"));
         let roles = strings(&request_schema["x-roles"]);
         let properties = request_schema["properties"].as_object().expect("properties");
         assert_eq!(request_schema["additionalProperties"], json!(false), "{method}: unknown members are refused");
+        assert_eq!(roles == ["node"], methods::NODE_METHODS.contains(method), "{method}: x-roles node");
+
+        if roles == ["node"] {
+            // Served only on `/typedsocket`: over HTTP every request is refused, without detail.
+            assert!(!properties.contains_key("identity"), "{method}: a node presents no identity");
+            let documented: Map<String, Value> = properties.keys().map(|key| (key.clone(), Value::Null)).collect();
+            for request in [json!({}), json!({ "identity": identity(&keys, Role::Admin), "zz": 1 }), json!(documented)]
+            {
+                let refused = methods::call(&controller, method, &request).await.expect_err("socket only");
+                assert_eq!(refused.data, json!({ "code": "principal-refused" }), "{method} over HTTP");
+                assert_fits_named("ErrorData", &refused.data);
+            }
+            continue;
+        }
+
+        if roles == ["relay"] {
+            // No identity: the relay bearer is a member (`connectClusterRelay`), or the connection
+            // token is the envelope's `authInfo.jwt`. The request is exact: every member required,
+            // `identity` unknown.
+            assert!(!properties.contains_key("identity"), "{method}: a relay presents no identity");
+            let required: BTreeSet<String> = request_schema.get("required").map(string_set).unwrap_or_default();
+            let documented: BTreeSet<String> = properties.keys().cloned().collect();
+            assert_eq!(required, documented, "{method}: every member of a relay request is required");
+            let envelope = schema(&format!("{method}RequestEnvelope"));
+            let by_token = string_set(&envelope["required"]).contains("authInfo");
+            let auth = if by_token {
+                for jwt in [None, Some("szrc_unknown")] {
+                    let refused =
+                        methods::call_with_auth(&controller, method, &json!({}), jwt).await.expect_err("no principal");
+                    assert_eq!(refused.data, json!({ "code": "principal-refused" }), "{method} with {jwt:?}");
+                }
+                Some(token.as_str())
+            } else {
+                None
+            };
+            let request = json!({ "identity": identity(&keys, Role::Admin), "zz": 1 });
+            let refused = methods::call_with_auth(&controller, method, &request, auth).await.expect_err("refused");
+            assert_eq!(refused.code(), "request-invalid", "{method}: {}", refused.data);
+            let got: Vec<String> = strings(&refused.data["violations"]);
+            let mut wanted: BTreeSet<String> =
+                required.iter().map(|key| format!("request {key} is required")).collect();
+            wanted.insert(unknown_member_violation("identity"));
+            wanted.insert(unknown_member_violation("zz"));
+            assert_eq!(
+                got.iter().cloned().collect::<BTreeSet<_>>(),
+                wanted,
+                "{method}: the document's members differ from the domain's"
+            );
+            assert_eq!(got.len(), wanted.len(), "{method}: each violation once");
+            let request: Map<String, Value> = properties.keys().map(|key| (key.clone(), Value::Null)).collect();
+            if let Err(refused) = methods::call_with_auth(&controller, method, &Value::Object(request), auth).await {
+                for violation in refused.data.get("violations").map(strings).unwrap_or_default() {
+                    assert!(
+                        !violation.ends_with(" is required") && !violation.starts_with("request has an unknown member"),
+                        "{method}: the document's members are not the domain's: {violation}"
+                    );
+                }
+            }
+            continue;
+        }
 
         if roles == ["anyone"] {
             // No identity, no member: `{}` (or `null`) answers, anything else is refused.
@@ -828,16 +1001,30 @@ impl Flow {
     /// Sends `request` (with `identity`, when given) as `method`, checks the envelope both ways
     /// against the document, and answers the response or the error data. A request the code
     /// answers must fit the document.
-    async fn call(&mut self, method: &str, identity: Option<&Value>, mut request: Value) -> Result<Value, Value> {
+    async fn call(&mut self, method: &str, identity: Option<&Value>, request: Value) -> Result<Value, Value> {
+        self.call_with(method, identity, None, request).await
+    }
+
+    /// [`Flow::call`] with the envelope's `authInfo.jwt` (a relay connection token), when given.
+    async fn call_with(
+        &mut self,
+        method: &str,
+        identity: Option<&Value>,
+        jwt: Option<&str>,
+        mut request: Value,
+    ) -> Result<Value, Value> {
         if let Some(identity) = identity {
             request["identity"] = identity.clone();
         }
         self.correlation += 1;
         let id = format!("openapi-{}", self.correlation);
-        let envelope = json!({
+        let mut envelope = json!({
             "method": method, "request": request, "response": null,
             "correlation": { "id": id, "phase": "request" },
         });
+        if let Some(jwt) = jwt {
+            envelope["authInfo"] = json!({ "jwt": jwt });
+        }
         let answer = send(&self.app, "POST", "/typedrequest", serde_json::to_vec(&envelope).unwrap()).await;
         assert_eq!(answer.status, StatusCode::OK, "{method}: every answered envelope is 200");
         let answered = answer.json();
@@ -876,6 +1063,11 @@ impl Flow {
         let data = self.call(method, identity, request).await.expect_err(code);
         assert_eq!(data["code"], json!(code), "{method}: {data}");
         data
+    }
+
+    /// A relay call with its connection token as `authInfo.jwt`.
+    async fn relay(&mut self, method: &str, jwt: Option<&str>, request: Value) -> Result<Value, Value> {
+        self.call_with(method, None, jwt, request).await
     }
 }
 
@@ -981,7 +1173,41 @@ async fn every_method_answers_in_the_documented_shapes() {
         .await;
     flow.ok("deleteService", Some(&admin), json!({ "clusterId": "c1", "serviceId": "web", "expectedRevision": 1 }))
         .await;
-    assert_eq!(flow.succeeded, method_set(), "every method answered successfully once");
+
+    // Relays and the route table: c1 has a relayOrigin.
+    let routes = flow.ok("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    assert!(routes["table"].is_null(), "no route yet");
+    let issued =
+        flow.ok("issueClusterRelayCredential", Some(&admin), json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
+    let connect = json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": issued["bearer"] });
+    let first_token = flow.ok("connectClusterRelay", None, connect.clone()).await["token"].clone();
+    let route = json!({ "hostname": "app.example.net", "serviceId": "ingress", "protocol": "tcp", "port": 443 });
+    let put = flow.ok("putClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "route": route })).await;
+    assert_eq!(put["table"]["routes"].as_array().map(Vec::len), Some(1));
+    let route = json!({ "hostname": "quic.example.net", "serviceId": "ingress", "protocol": "udp", "port": 443 });
+    flow.ok("putClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "route": route })).await;
+    flow.ok("getClusterIngressRoutes", Some(&operator), json!({ "clusterId": "c1" })).await;
+    let first = first_token.as_str();
+    // The table's revision differs from `knownRevision: null`, so the long poll answers at once.
+    let table = flow
+        .relay("getClusterIngressRouteTable", first, json!({ "knownRevision": null }))
+        .await
+        .unwrap_or_else(|data| panic!("getClusterIngressRouteTable: {data}"));
+    assert_eq!(table["table"]["revision"], json!(2));
+    flow.relay("heartbeatClusterRelay", first, json!({})).await.unwrap_or_else(|data| panic!("heartbeat: {data}"));
+    flow.ok("deleteClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "hostname": "quic.example.net" }))
+        .await;
+    let gone = flow
+        .ok("deleteClusterIngressRoute", Some(&admin), json!({ "clusterId": "c2", "hostname": "app.example.net" }))
+        .await;
+    assert!(gone["table"].is_null(), "c2 never had a table");
+
+    // The node methods are served only on `/typedsocket`: over HTTP they are refused.
+    let mut succeeded = method_set();
+    for method in methods::NODE_METHODS {
+        succeeded.remove(*method);
+    }
+    assert_eq!(flow.succeeded, succeeded, "every method but the node methods answered successfully once");
 
     // Refusals: every error data fits the document and is listed in the method's x-errors.
     let current = reference_of(&second["designation"]);
@@ -1025,6 +1251,53 @@ async fn every_method_answers_in_the_documented_shapes() {
         "designation-kind-conflict",
     )
     .await;
+
+    // Relay and node principals.
+    let second_token = flow.ok("connectClusterRelay", None, connect.clone()).await["token"].clone();
+    flow.relay("heartbeatClusterRelay", second_token.as_str(), json!({})).await.expect("the new connection");
+    let lost = flow.relay("heartbeatClusterRelay", first_token.as_str(), json!({})).await.expect_err("superseded");
+    assert_eq!(lost["code"], json!("relay-connection-lost"));
+    let lost = flow
+        .relay("getClusterIngressRouteTable", first_token.as_str(), json!({ "knownRevision": null }))
+        .await
+        .expect_err("superseded");
+    assert_eq!(lost["code"], json!("relay-connection-lost"));
+    let refused = flow.relay("heartbeatClusterRelay", None, json!({})).await.expect_err("no token");
+    assert_eq!(refused, json!({ "code": "principal-refused" }));
+    let mut wrong = connect;
+    wrong["bearer"] = json!("szrl_wrong");
+    flow.refused("connectClusterRelay", None, wrong, "principal-refused").await;
+    let relay_member = flow
+        .refused(
+            "connectClusterRelay",
+            Some(&admin),
+            json!({ "clusterId": "c1", "relayId": "relay-1" }),
+            "request-invalid",
+        )
+        .await;
+    assert!(strings(&relay_member["violations"]).contains(&unknown_member_violation("identity")));
+    flow.refused(
+        "issueClusterRelayCredential",
+        Some(&admin),
+        json!({ "clusterId": "c2", "relayId": "relay-1" }),
+        "request-invalid",
+    )
+    .await;
+    let missing =
+        flow.refused("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
+    assert_eq!(missing["what"], json!("cluster"));
+    for method in methods::NODE_METHODS {
+        let session = json!({ "session": { "id": "session-1", "generation": 1,
+            "controller": { "kind": "cloudly", "id": "ctl-1" }, "clusterId": "c1", "nodeId": "node-1",
+            "runtimeNamespace": "ns-main" } });
+        let request = if *method == "openRuntimeSession" {
+            json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": created["bearer"] })
+        } else {
+            session
+        };
+        let refused = flow.refused(method, None, request, "principal-refused").await;
+        assert_eq!(refused, json!({ "code": "principal-refused" }), "{method} over HTTP");
+    }
 
     // A store that does not answer.
     let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
