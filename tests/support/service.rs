@@ -79,6 +79,23 @@ impl TestDatabase {
     }
 }
 
+impl Drop for TestDatabase {
+    /// A test that panicked (or forgot `drop_now`) still leaves no database behind.
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            let _ = std::process::Command::new("psql")
+                .arg(pg_admin_url())
+                .args(["-qc", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// A clock the test moves.
 #[derive(Debug)]
 pub struct TestClock(pub AtomicU64);
