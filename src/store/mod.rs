@@ -15,6 +15,8 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 mod codec;
+#[macro_use]
+mod shared;
 mod postgres;
 pub mod relays;
 pub mod sessions;

@@ -12,20 +12,10 @@
 mod relays;
 mod sessions;
 
-use super::codec::{
-    self, AppliedMigration, ClusterColumns, EmbeddedMigration, check_designation_write, counter_from_sql,
-    counter_to_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,
-    record_text,
-};
-use super::{
-    Backend, DesignationCommit, DesignationFacts, DesignationJudge, DesignationRefusal, MissingKind, PutOutcome,
-    RecordedMutation, SealedSecret, Store, StoreError, StoredCluster, StoredNode, StoredOrganization,
-};
-use crate::contract::designation::ClusterIngressDesignation;
-use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
-use crate::contract::{Id, NodeId};
-use async_trait::async_trait;
-use sqlx::Row;
+use super::codec::{self, AppliedMigration, EmbeddedMigration};
+use super::{Backend, StoreError, StoredCluster};
+use crate::contract::Id;
+use crate::contract::inventory::Organization;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
@@ -98,642 +88,85 @@ async fn lock_cluster(connection: &mut PgConnection, cluster_id: &Id) -> Result<
     row.map(|row| cluster_from_row(&row)).transpose()
 }
 
-fn cluster_from_row(row: &sqlx::postgres::PgRow) -> Result<StoredCluster, StoreError> {
-    Ok(StoredCluster {
-        cluster: read_cluster(&row.try_get::<String, _>("record")?)?,
-        revision: counter_from_sql(row.try_get("revision")?, "cluster revision")?,
-    })
+/// Begins a write transaction; its first statement locks the cluster row ([`lock_cluster`]).
+async fn begin_write(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pool.begin().await
 }
 
-fn node_from_row(cluster_id: &Id, row: &sqlx::postgres::PgRow) -> Result<StoredNode, StoreError> {
-    Ok(StoredNode {
-        cluster_id: cluster_id.clone(),
-        node: read_node(&row.try_get::<String, _>("record")?)?,
-        bearer_hash: hash_from_sql(row.try_get("bearer_hash")?, "node bearer hash")?,
-        revision: counter_from_sql(row.try_get("revision")?, "node revision")?,
-    })
-}
-
-/// The head of a service: its current revision and whether it is deleted.
-async fn service_head(
-    connection: &mut PgConnection,
-    cluster_id: &Id,
-    service_id: &Id,
-) -> Result<Option<(u64, bool)>, StoreError> {
-    let row = sqlx::query("SELECT current_revision, deleted FROM services WHERE cluster_id = $1 AND service_id = $2")
-        .bind(cluster_id.as_str())
-        .bind(service_id.as_str())
-        .fetch_optional(&mut *connection)
-        .await?;
-    row.map(|row| {
-        Ok((counter_from_sql(row.try_get("current_revision")?, "service revision")?, row.try_get("deleted")?))
-    })
-    .transpose()
-}
-
-/// The current spec of a service that exists and is not deleted.
-async fn current_spec(
-    connection: &mut PgConnection,
-    cluster_id: &Id,
-    service_id: &Id,
-) -> Result<Option<ServiceRuntimeSpec>, StoreError> {
-    let row = sqlx::query(
-        "SELECT r.body, r.revision FROM services s \
-         JOIN service_spec_revisions r \
-           ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
-         WHERE s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted",
-    )
-    .bind(cluster_id.as_str())
-    .bind(service_id.as_str())
-    .fetch_optional(&mut *connection)
-    .await?;
-    row.map(|row| read_service_spec(&row.try_get::<String, _>("body")?, row.try_get("revision")?)).transpose()
-}
-
-/// One revision of a service spec (also of a deleted service: every revision stays readable).
-async fn spec_at(
-    connection: &mut PgConnection,
-    cluster_id: &Id,
-    service_id: &Id,
-    revision: u64,
-) -> Result<Option<ServiceRuntimeSpec>, StoreError> {
-    let row = sqlx::query(
-        "SELECT body, revision FROM service_spec_revisions WHERE cluster_id = $1 AND service_id = $2 AND revision = $3",
-    )
-    .bind(cluster_id.as_str())
-    .bind(service_id.as_str())
-    .bind(counter_to_sql(revision, "service revision")?)
-    .fetch_optional(&mut *connection)
-    .await?;
-    row.map(|row| read_service_spec(&row.try_get::<String, _>("body")?, row.try_get("revision")?)).transpose()
-}
-
-/// The cluster's current designation.
-async fn head_designation(
-    connection: &mut PgConnection,
-    cluster_id: &Id,
-) -> Result<Option<ClusterIngressDesignation>, StoreError> {
-    let row = sqlx::query(
-        "SELECT d.record FROM ingress_designation_heads h \
-         JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
-         WHERE h.cluster_id = $1",
-    )
-    .bind(cluster_id.as_str())
-    .fetch_optional(&mut *connection)
-    .await?;
-    row.map(|row| read_designation(&row.try_get::<String, _>("record")?)).transpose()
-}
-
-#[async_trait]
-impl Store for PostgresStore {
-    fn backend(&self) -> Backend {
-        Backend::Postgres
-    }
-
-    async fn migrate(&self) -> Result<(), StoreError> {
-        codec::migrator(MIGRATIONS).run(&self.pool).await.map_err(codec::migrate_error)
-    }
-
-    async fn is_ready(&self) -> Result<bool, StoreError> {
-        let mut connection = self.pool.acquire().await?;
-        let table_exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-            .fetch_one(&mut *connection)
-            .await?;
-        if !table_exists {
-            return Ok(false);
+sql_store! {
+    store: PostgresStore,
+    connection: PgConnection,
+    row: sqlx::postgres::PgRow,
+    cluster_row_changed: "the locked cluster row changed under its lock",
+    service_head_changed: "the service head changed under the cluster lock",
+    own_methods: {
+        fn backend(&self) -> Backend {
+            Backend::Postgres
         }
-        let applied = sqlx::query("SELECT version, success, checksum FROM _sqlx_migrations")
-            .fetch_all(&mut *connection)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(AppliedMigration {
-                    version: row.try_get("version")?,
-                    success: row.try_get("success")?,
-                    checksum: row.try_get("checksum")?,
+
+        async fn migrate(&self) -> Result<(), StoreError> {
+            codec::migrator(MIGRATIONS).run(&self.pool).await.map_err(codec::migrate_error)
+        }
+
+        async fn is_ready(&self) -> Result<bool, StoreError> {
+            let mut connection = self.pool.acquire().await?;
+            let table_exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+                .fetch_one(&mut *connection)
+                .await?;
+            if !table_exists {
+                return Ok(false);
+            }
+            let applied = sqlx::query("SELECT version, success, checksum FROM _sqlx_migrations")
+                .fetch_all(&mut *connection)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(AppliedMigration {
+                        version: row.try_get("version")?,
+                        success: row.try_get("success")?,
+                        checksum: row.try_get("checksum")?,
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(codec::all_applied(MIGRATIONS, &applied))
-    }
-
-    async fn put_organization(&self, organization: &Organization) -> Result<StoredOrganization, StoreError> {
-        let revision: i64 = sqlx::query_scalar(
-            "INSERT INTO organizations (id, record, revision) VALUES ($1, $2, 1) \
-             ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, revision = organizations.revision + 1 \
-             RETURNING revision",
-        )
-        .bind(organization.id.as_str())
-        .bind(record_text(organization, "organization")?)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(StoredOrganization {
-            organization: organization.clone(),
-            revision: counter_from_sql(revision, "organization revision")?,
-        })
-    }
-
-    async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError> {
-        let row = sqlx::query("SELECT record, revision FROM organizations WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|row| {
-            Ok(StoredOrganization {
-                organization: read_organization(&row.try_get::<String, _>("record")?)?,
-                revision: counter_from_sql(row.try_get("revision")?, "organization revision")?,
-            })
-        })
-        .transpose()
-    }
-
-    async fn put_cluster(
-        &self,
-        cluster: &ClusterSpec,
-        expected_revision: Option<u64>,
-    ) -> Result<PutOutcome<StoredCluster>, StoreError> {
-        let columns = ClusterColumns::of(cluster)?;
-        let mut transaction = self.pool.begin().await?;
-        let organization_exists = sqlx::query("SELECT 1 FROM organizations WHERE id = $1")
-            .bind(cluster.organization_id.as_str())
-            .fetch_optional(&mut *transaction)
-            .await?
-            .is_some();
-        if !organization_exists {
-            transaction.rollback().await?;
-            return Ok(PutOutcome::Missing(MissingKind::Organization));
+                .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            Ok(codec::all_applied(MIGRATIONS, &applied))
         }
-        let current = lock_cluster(&mut transaction, &cluster.id).await?.map(|stored| stored.revision);
-        let revision = match (current, expected_revision) {
-            (None, None) => {
-                let inserted = sqlx::query(
-                    "INSERT INTO clusters (id, organization_id, record, revision, runtime_phase, runtime_generation, \
-                       relay_origin, fleet_designation_id, fleet_designation_generation, fleet_designation_digest) \
-                     VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(cluster.id.as_str())
-                .bind(&columns.organization_id)
-                .bind(&columns.record)
-                .bind(columns.runtime_phase)
-                .bind(columns.runtime_generation)
-                .bind(&columns.relay_origin)
-                .bind(&columns.fleet_id)
-                .bind(columns.fleet_generation)
-                .bind(&columns.fleet_digest)
-                .execute(&mut *transaction)
-                .await?;
-                if inserted.rows_affected() != 1 {
-                    // Another transaction created it after our lock found nothing to lock.
-                    let current = lock_cluster(&mut transaction, &cluster.id).await?.map(|stored| stored.revision);
-                    transaction.rollback().await?;
-                    return Ok(PutOutcome::RevisionConflict { current });
-                }
-                1
-            }
-            (Some(current), Some(expected)) if current == expected => {
-                if cluster.fleet_cutover_ingress_designation.is_some() {
-                    let holds_pallet_designation =
-                        sqlx::query("SELECT 1 FROM ingress_designation_heads WHERE cluster_id = $1")
-                            .bind(cluster.id.as_str())
-                            .fetch_optional(&mut *transaction)
-                            .await?
-                            .is_some();
-                    if holds_pallet_designation {
-                        transaction.rollback().await?;
-                        return Ok(PutOutcome::DesignationKindConflict);
-                    }
-                }
-                let next = current + 1;
-                let updated = sqlx::query(
-                    "UPDATE clusters SET organization_id = $2, record = $3, revision = $4, runtime_phase = $5, \
-                       runtime_generation = $6, relay_origin = $7, fleet_designation_id = $8, \
-                       fleet_designation_generation = $9, fleet_designation_digest = $10 \
-                     WHERE id = $1 AND revision = $11",
-                )
-                .bind(cluster.id.as_str())
-                .bind(&columns.organization_id)
-                .bind(&columns.record)
-                .bind(counter_to_sql(next, "cluster revision")?)
-                .bind(columns.runtime_phase)
-                .bind(columns.runtime_generation)
-                .bind(&columns.relay_origin)
-                .bind(&columns.fleet_id)
-                .bind(columns.fleet_generation)
-                .bind(&columns.fleet_digest)
-                .bind(counter_to_sql(current, "cluster revision")?)
-                .execute(&mut *transaction)
-                .await?;
-                if updated.rows_affected() != 1 {
-                    transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the locked cluster row changed under its lock".into()));
-                }
-                next
-            }
-            (current, _) => {
-                transaction.rollback().await?;
-                return Ok(PutOutcome::RevisionConflict { current });
-            }
-        };
-        transaction.commit().await?;
-        Ok(PutOutcome::Written(StoredCluster { cluster: cluster.clone(), revision }))
-    }
 
-    async fn get_cluster(&self, id: &Id) -> Result<Option<StoredCluster>, StoreError> {
-        let row = sqlx::query("SELECT record, revision FROM clusters WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
+        async fn put_organization(&self, organization: &Organization) -> Result<StoredOrganization, StoreError> {
+            let revision: i64 = sqlx::query_scalar(
+                "INSERT INTO organizations (id, record, revision) VALUES ($1, $2, 1) \
+                 ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, revision = organizations.revision + 1 \
+                 RETURNING revision",
+            )
+            .bind(organization.id.as_str())
+            .bind(record_text(organization, "organization")?)
+            .fetch_one(&self.pool)
             .await?;
-        row.map(|row| cluster_from_row(&row)).transpose()
-    }
+            Ok(StoredOrganization {
+                organization: organization.clone(),
+                revision: counter_from_sql(revision, "organization revision")?,
+            })
+        }
 
-    async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
-        sqlx::query("SELECT record, revision FROM clusters ORDER BY id COLLATE \"C\"")
+        async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
+            sqlx::query("SELECT record, revision FROM clusters ORDER BY id COLLATE \"C\"")
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(cluster_from_row)
+                .collect()
+        }
+
+        async fn list_nodes(&self, cluster_id: &Id) -> Result<Vec<StoredNode>, StoreError> {
+            sqlx::query(
+                "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 \
+                 ORDER BY node_id COLLATE \"C\"",
+            )
+            .bind(cluster_id.as_str())
             .fetch_all(&self.pool)
             .await?
             .iter()
-            .map(cluster_from_row)
+            .map(|row| node_from_row(cluster_id, row))
             .collect()
-    }
-
-    async fn put_node(
-        &self,
-        cluster_id: &Id,
-        node: &NodeSpec,
-        new_bearer_hash: Option<[u8; 32]>,
-    ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError> {
-        let record = record_text(node, "node")?;
-        let mut transaction = self.pool.begin().await?;
-        if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
-            transaction.rollback().await?;
-            return Ok(PutOutcome::Missing(MissingKind::Cluster));
         }
-        let existing =
-            sqlx::query("SELECT bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2")
-                .bind(cluster_id.as_str())
-                .bind(node.id.as_str())
-                .fetch_optional(&mut *transaction)
-                .await?;
-        let (bearer_hash, revision, created) = match existing {
-            None => {
-                let Some(bearer_hash) = new_bearer_hash else {
-                    transaction.rollback().await?;
-                    return Err(StoreError::Corrupt("node bearer hash required to create a node".into()));
-                };
-                sqlx::query(
-                    "INSERT INTO cluster_nodes (cluster_id, node_id, record, bearer_hash, revision) \
-                     VALUES ($1, $2, $3, $4, 1)",
-                )
-                .bind(cluster_id.as_str())
-                .bind(node.id.as_str())
-                .bind(&record)
-                .bind(bearer_hash.as_slice())
-                .execute(&mut *transaction)
-                .await?;
-                (bearer_hash, 1, true)
-            }
-            Some(row) => {
-                let current_hash = hash_from_sql(row.try_get("bearer_hash")?, "node bearer hash")?;
-                let bearer_hash = new_bearer_hash.unwrap_or(current_hash);
-                let revision = counter_from_sql(row.try_get("revision")?, "node revision")? + 1;
-                sqlx::query(
-                    "UPDATE cluster_nodes SET record = $3, bearer_hash = $4, revision = $5 \
-                     WHERE cluster_id = $1 AND node_id = $2",
-                )
-                .bind(cluster_id.as_str())
-                .bind(node.id.as_str())
-                .bind(&record)
-                .bind(bearer_hash.as_slice())
-                .bind(counter_to_sql(revision, "node revision")?)
-                .execute(&mut *transaction)
-                .await?;
-                (bearer_hash, revision, false)
-            }
-        };
-        transaction.commit().await?;
-        let stored = StoredNode { cluster_id: cluster_id.clone(), node: node.clone(), bearer_hash, revision };
-        Ok(PutOutcome::Written((stored, created)))
-    }
-
-    async fn get_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredNode>, StoreError> {
-        let row = sqlx::query(
-            "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2",
-        )
-        .bind(cluster_id.as_str())
-        .bind(node_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| node_from_row(cluster_id, &row)).transpose()
-    }
-
-    async fn list_nodes(&self, cluster_id: &Id) -> Result<Vec<StoredNode>, StoreError> {
-        sqlx::query(
-            "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 \
-             ORDER BY node_id COLLATE \"C\"",
-        )
-        .bind(cluster_id.as_str())
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| node_from_row(cluster_id, row))
-        .collect()
-    }
-
-    async fn put_service_spec(
-        &self,
-        body: &ServiceSpecBody,
-        expected_revision: Option<u64>,
-    ) -> Result<PutOutcome<ServiceRuntimeSpec>, StoreError> {
-        let text = record_text(body, "service spec")?;
-        let (cluster_id, service_id) = (&body.cluster_id, &body.service_id);
-        let mut transaction = self.pool.begin().await?;
-        if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
-            transaction.rollback().await?;
-            return Ok(PutOutcome::Missing(MissingKind::Cluster));
-        }
-        let head = service_head(&mut transaction, cluster_id, service_id).await?;
-        let revision = match (head, expected_revision) {
-            (None, None) => {
-                sqlx::query(
-                    "INSERT INTO services (cluster_id, service_id, current_revision, deleted) VALUES ($1, $2, 1, FALSE)",
-                )
-                .bind(cluster_id.as_str())
-                .bind(service_id.as_str())
-                .execute(&mut *transaction)
-                .await?;
-                1
-            }
-            (Some((current, deleted)), expected)
-                if (deleted && expected.is_none()) || (!deleted && expected == Some(current)) =>
-            {
-                let next = current + 1;
-                let updated = sqlx::query(
-                    "UPDATE services SET current_revision = $3, deleted = FALSE \
-                     WHERE cluster_id = $1 AND service_id = $2 AND current_revision = $4",
-                )
-                .bind(cluster_id.as_str())
-                .bind(service_id.as_str())
-                .bind(counter_to_sql(next, "service revision")?)
-                .bind(counter_to_sql(current, "service revision")?)
-                .execute(&mut *transaction)
-                .await?;
-                if updated.rows_affected() != 1 {
-                    transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the service head changed under the cluster lock".into()));
-                }
-                next
-            }
-            (head, _) => {
-                transaction.rollback().await?;
-                let current = head.and_then(|(current, deleted)| (!deleted).then_some(current));
-                return Ok(PutOutcome::RevisionConflict { current });
-            }
-        };
-        sqlx::query(
-            "INSERT INTO service_spec_revisions (cluster_id, service_id, revision, body) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(cluster_id.as_str())
-        .bind(service_id.as_str())
-        .bind(counter_to_sql(revision, "service revision")?)
-        .bind(&text)
-        .execute(&mut *transaction)
-        .await?;
-        transaction.commit().await?;
-        Ok(PutOutcome::Written(ServiceRuntimeSpec { body: body.clone(), revision }))
-    }
-
-    async fn get_service_spec(
-        &self,
-        cluster_id: &Id,
-        service_id: &Id,
-        revision: Option<u64>,
-    ) -> Result<Option<ServiceRuntimeSpec>, StoreError> {
-        let mut connection = self.pool.acquire().await?;
-        match revision {
-            None => current_spec(&mut connection, cluster_id, service_id).await,
-            Some(revision) => spec_at(&mut connection, cluster_id, service_id, revision).await,
-        }
-    }
-
-    async fn delete_service(
-        &self,
-        cluster_id: &Id,
-        service_id: &Id,
-        expected_revision: u64,
-    ) -> Result<PutOutcome<()>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
-        if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
-            transaction.rollback().await?;
-            return Ok(PutOutcome::Missing(MissingKind::Cluster));
-        }
-        let outcome = match service_head(&mut transaction, cluster_id, service_id).await? {
-            None | Some((_, true)) => PutOutcome::Missing(MissingKind::Service),
-            Some((current, false)) if current != expected_revision => {
-                PutOutcome::RevisionConflict { current: Some(current) }
-            }
-            Some((current, false)) => {
-                sqlx::query(
-                    "UPDATE services SET deleted = TRUE \
-                     WHERE cluster_id = $1 AND service_id = $2 AND current_revision = $3 AND NOT deleted",
-                )
-                .bind(cluster_id.as_str())
-                .bind(service_id.as_str())
-                .bind(counter_to_sql(current, "service revision")?)
-                .execute(&mut *transaction)
-                .await?;
-                transaction.commit().await?;
-                return Ok(PutOutcome::Written(()));
-            }
-        };
-        transaction.rollback().await?;
-        Ok(outcome)
-    }
-
-    async fn find_designation_mutation(
-        &self,
-        cluster_id: &Id,
-        mutation_id: &Id,
-    ) -> Result<Option<RecordedMutation>, StoreError> {
-        let row = sqlx::query(
-            "SELECT m.request_canonical, d.record, r.body, r.revision \
-             FROM ingress_designation_mutations m \
-             JOIN ingress_designations d ON d.cluster_id = m.cluster_id AND d.generation = m.generation \
-             LEFT JOIN service_spec_revisions r ON r.cluster_id = d.cluster_id \
-               AND r.service_id = d.ingress_service_id AND r.revision = d.prepared_spec_revision \
-             WHERE m.cluster_id = $1 AND m.mutation_id = $2",
-        )
-        .bind(cluster_id.as_str())
-        .bind(mutation_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let (Some(body), Some(revision)) =
-            (row.try_get::<Option<String>, _>("body")?, row.try_get::<Option<i64>, _>("revision")?)
-        else {
-            return Err(StoreError::Corrupt("a recorded designation names a missing spec revision".into()));
-        };
-        Ok(Some(RecordedMutation {
-            request_canonical: row.try_get("request_canonical")?,
-            designation: read_designation(&row.try_get::<String, _>("record")?)?,
-            spec: read_service_spec(&body, revision)?,
-        }))
-    }
-
-    async fn current_designation(&self, cluster_id: &Id) -> Result<Option<ClusterIngressDesignation>, StoreError> {
-        let mut connection = self.pool.acquire().await?;
-        head_designation(&mut connection, cluster_id).await
-    }
-
-    async fn list_designations(
-        &self,
-        cluster_id: &Id,
-        from_generation: u64,
-        limit: u32,
-    ) -> Result<Vec<ClusterIngressDesignation>, StoreError> {
-        sqlx::query(
-            "SELECT record FROM ingress_designations WHERE cluster_id = $1 AND generation >= $2 \
-             ORDER BY generation LIMIT $3",
-        )
-        .bind(cluster_id.as_str())
-        .bind(counter_to_sql(from_generation, "designation generation")?)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| read_designation(&row.try_get::<String, _>("record")?))
-        .collect()
-    }
-
-    async fn commit_designation(
-        &self,
-        cluster_id: &Id,
-        service_id: &Id,
-        mutation_id: &Id,
-        judge: &DesignationJudge<'_>,
-    ) -> Result<DesignationCommit, StoreError> {
-        let mut transaction = self.pool.begin().await?;
-        let cluster = lock_cluster(&mut transaction, cluster_id).await?;
-        if cluster.is_some() {
-            let recorded =
-                sqlx::query("SELECT 1 FROM ingress_designation_mutations WHERE cluster_id = $1 AND mutation_id = $2")
-                    .bind(cluster_id.as_str())
-                    .bind(mutation_id.as_str())
-                    .fetch_optional(&mut *transaction)
-                    .await?
-                    .is_some();
-            if recorded {
-                transaction.rollback().await?;
-                return Ok(DesignationCommit::MutationExists);
-            }
-        }
-        let facts = DesignationFacts {
-            cluster,
-            service: current_spec(&mut transaction, cluster_id, service_id).await?,
-            current: head_designation(&mut transaction, cluster_id).await?,
-        };
-        let write = match judge(&facts) {
-            Err(refusal) => {
-                transaction.rollback().await?;
-                return Ok(DesignationCommit::Refused(refusal));
-            }
-            Ok(_) if facts.cluster.is_none() => {
-                // Nothing can be written for a cluster that does not exist.
-                transaction.rollback().await?;
-                return Ok(DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster)));
-            }
-            Ok(write) => write,
-        };
-        check_designation_write(cluster_id, service_id, mutation_id, facts.current.as_ref(), &write)?;
-        let designation = &write.designation;
-        let Some(spec) = spec_at(&mut transaction, cluster_id, service_id, designation.prepared_spec_revision).await?
-        else {
-            return Err(StoreError::Corrupt("designation judge accepted a spec revision that does not exist".into()));
-        };
-        let generation = counter_to_sql(designation.generation, "designation generation")?;
-
-        // The guarded move of the head: the compare-and-swap's second guard besides the lock.
-        let moved =
-            match &facts.current {
-                None => {
-                    sqlx::query(
-                        "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
-                     ON CONFLICT (cluster_id) DO NOTHING",
-                    )
-                    .bind(cluster_id.as_str())
-                    .bind(generation)
-                    .execute(&mut *transaction)
-                    .await?
-                }
-                Some(current) => sqlx::query(
-                    "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $3",
-                )
-                .bind(cluster_id.as_str())
-                .bind(generation)
-                .bind(counter_to_sql(current.generation, "designation generation")?)
-                .execute(&mut *transaction)
-                .await?,
-            };
-        if moved.rows_affected() != 1 {
-            transaction.rollback().await?;
-            let current = self.current_designation(cluster_id).await?;
-            return Ok(DesignationCommit::Refused(DesignationRefusal::DesignationConflict(
-                current.map(|designation| designation.reference()),
-            )));
-        }
-        sqlx::query(
-            "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
-               prepared_spec_revision, record) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(cluster_id.as_str())
-        .bind(generation)
-        .bind(designation.id.as_str())
-        .bind(designation.digest.as_str())
-        .bind(service_id.as_str())
-        .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
-        .bind(record_text(designation, "ingress designation")?)
-        .execute(&mut *transaction)
-        .await?;
-        sqlx::query(
-            "INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(write.secret.secret_id.as_str())
-        .bind(write.secret.secret_version_id.as_str())
-        .bind(write.secret.nonce.as_slice())
-        .bind(write.secret.ciphertext.as_slice())
-        .bind(write.secret.value_hash.as_slice())
-        .execute(&mut *transaction)
-        .await?;
-        sqlx::query(
-            "INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, generation) \
-             VALUES ($1, $2, $3, $4)",
-        )
-        .bind(cluster_id.as_str())
-        .bind(mutation_id.as_str())
-        .bind(&write.request_canonical)
-        .bind(generation)
-        .execute(&mut *transaction)
-        .await?;
-        transaction.commit().await?;
-        Ok(DesignationCommit::Accepted { designation: write.designation, spec })
-    }
-
-    async fn get_secret(&self, secret_id: &Id, secret_version_id: &Id) -> Result<Option<SealedSecret>, StoreError> {
-        let row = sqlx::query(
-            "SELECT nonce, ciphertext, value_hash FROM secret_versions WHERE secret_id = $1 AND secret_version_id = $2",
-        )
-        .bind(secret_id.as_str())
-        .bind(secret_version_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(SealedSecret {
-                secret_id: secret_id.clone(),
-                secret_version_id: secret_version_id.clone(),
-                nonce: row.try_get("nonce")?,
-                ciphertext: row.try_get("ciphertext")?,
-                value_hash: hash_from_sql(row.try_get("value_hash")?, "secret value hash")?,
-            })
-        })
-        .transpose()
-    }
+    },
 }
