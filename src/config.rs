@@ -66,6 +66,11 @@ pub struct ServeConfig {
     /// How long a relay connection stays elected without a connect or heartbeat, in ms.
     #[arg(long, env = "CLOUDLY_RELAY_LEASE_MS", default_value_t = 30_000)]
     pub relay_lease_ms: u64,
+    /// Overrides of the `retryAfterMs` of `registerClusterIngress` refusals, as `reason=ms` pairs
+    /// separated by commas (`not-ready=10000,conflict=2000`), each from 1000 to 300000; reasons
+    /// not named keep the spec's defaults.
+    #[arg(long, env = "CLOUDLY_REGISTRATION_RETRY_AFTER_MS", default_value = "")]
+    pub registration_retry_after_ms: String,
     /// Lifetime of the bootstrap administrator identity written on first start, in hours.
     #[arg(long, env = "CLOUDLY_BOOTSTRAP_IDENTITY_TTL_HOURS", default_value_t = 24 * 90)]
     pub bootstrap_identity_ttl_hours: u64,
@@ -86,9 +91,13 @@ impl ServeConfig {
         let controller_id = crate::contract::Id::parse(&self.controller_id)
             .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
         anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
+        let registration_retry_after =
+            crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
+                .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
         Ok(crate::domain::ControllerSettings {
             controller_id,
             relay_lease_ms: self.relay_lease_ms,
+            registration_retry_after,
             ..crate::domain::ControllerSettings::default()
         })
     }
@@ -107,6 +116,8 @@ impl ServeConfig {
             "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
             "controllerId": self.controller_id,
             "relayLeaseMs": self.relay_lease_ms,
+            "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
+                .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
             "keys": self.store.data_dir.join("keys").display().to_string(),
         })
     }

@@ -98,14 +98,15 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     let state = AppState::new(controller, limits);
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let accepting = state.accepting.clone();
-    let links = state.controller.links.clone();
+    let controller = state.controller.clone();
     let app = api::router(state.clone());
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
                 accepting.store(false, Ordering::SeqCst);
-                links.close_all();
+                controller.begin_draining();
+                controller.links.close_all();
             })
             .await
     });

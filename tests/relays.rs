@@ -8,14 +8,11 @@ use cloudly::api::Limits;
 use cloudly::client::{CallError, Client, TypedError};
 use cloudly::domain::identity::Role;
 use cloudly::domain::{Controller, ControllerSettings};
-use cloudly::server::{RunningServer, spawn};
-use cloudly::store::{self, SharedStore};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use support::service::{Backend, TestService, spec_body};
+use support::service::{Backend, Peer, TestService, spec_body};
 
 /// Runs one async test body on both backends.
 macro_rules! on_both_stores {
@@ -79,36 +76,6 @@ async fn heartbeat(client: &Client, token: Option<&str>) -> Result<Value, TypedE
 
 async fn route_table(client: &Client, token: &str, known: Value) -> Result<Value, TypedError> {
     relay_call(client, "getClusterIngressRouteTable", json!({ "knownRevision": known }), Some(token)).await
-}
-
-/// A second controller process on the same database: its own store pool, server and in-process
-/// state, sharing the first one's keys and clock.
-struct Peer {
-    server: Option<RunningServer>,
-    client: Client,
-    controller: Arc<Controller>,
-}
-
-impl Peer {
-    async fn start(service: &TestService, settings: ControllerSettings) -> Peer {
-        Self::start_with(service, settings, Limits::default()).await
-    }
-
-    async fn start_with(service: &TestService, settings: ControllerSettings, limits: Limits) -> Peer {
-        let store: SharedStore = store::open(&service.database.url).await.expect("open the peer store");
-        let controller =
-            Arc::new(Controller::with_settings(store, service.keys.clone(), service.clock.clone(), settings));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = spawn(listener, controller.clone(), limits).unwrap();
-        let client = Client::new(&format!("http://{}", server.address));
-        Peer { server: Some(server), client, controller }
-    }
-
-    async fn stop(mut self) {
-        if let Some(server) = self.server.take() {
-            server.stop().await.unwrap();
-        }
-    }
 }
 
 /// Organization, cluster `c1` with a relay origin, service `web` with ports tcp 80, tcp 443 and

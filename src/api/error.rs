@@ -1,5 +1,6 @@
 //! `ApiError`: the one place that decides an envelope's `error.text` and `error.data`.
 
+use crate::contract::registration::ProtocolRefusal;
 use crate::domain::DomainError;
 use serde_json::{Value, json};
 
@@ -87,6 +88,11 @@ impl From<DomainError> for ApiError {
             DomainError::AssignmentNotFound => {
                 ApiError::new("assignment not found", json!({ "code": "not-found", "what": "assignment" }))
             }
+            DomainError::ProtocolRefused => {
+                let refusal = ProtocolRefusal::controller();
+                ApiError::new(refusal.error_text(), refusal.to_value())
+            }
+            DomainError::RegistrationRefused(refusal) => ApiError::new(refusal.error_text(), refusal.to_value()),
             DomainError::StoreUnavailable => ApiError::new(
                 "the store did not answer",
                 json!({ "code": "store-unavailable", "retryAfterMs": STORE_RETRY_AFTER_MS }),

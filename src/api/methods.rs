@@ -3,8 +3,9 @@
 
 use super::error::ApiError;
 use crate::contract::DigestedRecord;
+use crate::contract::registration::CLUSTER_INGRESS_PROTOCOL;
 use crate::contract::signing::{encode_public_key, key_id};
-use crate::domain::{Controller, relays};
+use crate::domain::{Controller, registration, relays};
 use crate::store::{StoredCluster, StoredNode};
 use serde_json::{Map, Value, json};
 
@@ -24,6 +25,7 @@ pub const METHODS: &[&str] = &[
     "heartbeatClusterRelay",
     "issueClusterRelayCredential",
     "listClusterIngressDesignations",
+    "listClusterIngressRegistrations",
     "listClusterNodes",
     "listClusters",
     "openRuntimeSession",
@@ -32,6 +34,7 @@ pub const METHODS: &[&str] = &[
     "putClusterNode",
     "putOrganization",
     "putServiceRuntimeSpec",
+    "registerClusterIngress",
     "reportRuntimeAssignmentState",
     "resolveRuntimeSecretBindings",
 ];
@@ -75,6 +78,15 @@ pub async fn call_with_auth(
     if NODE_METHODS.contains(&method) {
         return Err(crate::domain::DomainError::PrincipalRefused.into());
     }
+    if method == "registerClusterIngress" {
+        // The protocol offer is read before the shape check, so any `request` is judged.
+        let accepted = controller.register_cluster_ingress(request, auth_jwt).await?;
+        return Ok(json!({
+            "accepted": true,
+            "revision": accepted.route_table_revision,
+            "protocol": CLUSTER_INGRESS_PROTOCOL,
+        }));
+    }
     let empty = Map::new();
     let request = match request {
         Value::Object(members) => members,
@@ -99,6 +111,11 @@ pub async fn call_with_auth(
             let page = controller.list_cluster_ingress_designations(request).await?;
             let designations: Vec<Value> = page.designations.iter().map(DigestedRecord::to_value).collect();
             json!({ "designations": designations, "nextGeneration": page.next_generation })
+        }
+        "listClusterIngressRegistrations" => {
+            let (registrations, next_before) = controller.list_cluster_ingress_registrations(request).await?;
+            let registrations: Vec<Value> = registrations.iter().map(registration::registration_json).collect();
+            json!({ "registrations": registrations, "nextBefore": next_before })
         }
         "putOrganization" => {
             let stored = controller.put_organization(request).await?;

@@ -208,7 +208,7 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
         Ok(outcome) => outcome,
         Err(_) => {
             tracing::warn!(method = %method_label, "request timed out");
-            Err(ApiError::from(crate::domain::DomainError::StoreUnavailable))
+            Err(ApiError::from(timed_out(&state.controller, method)))
         }
     };
     let code = match &outcome {
@@ -220,10 +220,31 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     }
     metrics::counter!("cloudly_requests_total", "method" => method_label.clone(), "outcome" => code.clone())
         .increment(1);
+    if method == "registerClusterIngress" {
+        // The reason is one of eight fixed words; never anything the caller sent.
+        let outcome = match &outcome {
+            Ok(_) => "accepted",
+            Err(error) => error.data["reason"].as_str().unwrap_or(error.code()),
+        };
+        metrics::counter!("cloudly_ingress_registrations_total", "outcome" => outcome.to_owned()).increment(1);
+    }
     metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label.clone())
         .record(started.elapsed().as_secs_f64());
     tracing::info!(method = %method_label, outcome = %code, elapsed_ms = started.elapsed().as_millis() as u64, "typed request");
     axum::Json(answer_envelope(method, &envelope, outcome)).into_response()
+}
+
+/// The answer to a request that ran out of time: `not-ready` for `registerClusterIngress`
+/// (its refusals are its own), `store-unavailable` for every other method.
+fn timed_out(controller: &Controller, method: &str) -> crate::domain::DomainError {
+    use crate::contract::registration::RefusalReason;
+    if method == "registerClusterIngress" {
+        crate::domain::DomainError::RegistrationRefused(
+            controller.settings.registration_retry_after.refusal(RefusalReason::NotReady),
+        )
+    } else {
+        crate::domain::DomainError::StoreUnavailable
+    }
 }
 
 /// The answer envelope: the method, the correlation with `phase: "response"`, and either the

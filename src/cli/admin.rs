@@ -345,6 +345,21 @@ pub enum IngressCommand {
         #[command(flatten)]
         connection: Connection,
     },
+    /// The accepted ingress registrations of the cluster, newest first.
+    Registrations {
+        #[arg(long)]
+        cluster: String,
+        /// Only this node's registrations.
+        #[arg(long)]
+        node: Option<String>,
+        /// Only registrations older than this sequence (the `nextBefore` of the previous page).
+        #[arg(long)]
+        before: Option<u64>,
+        #[arg(long)]
+        limit: Option<u64>,
+        #[command(flatten)]
+        connection: Connection,
+    },
 }
 
 fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
@@ -605,6 +620,19 @@ async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
                     request["limit"] = json!(limit);
                 }
                 Ok(Session::open(&connection)?.call("listClusterIngressDesignations", request).await?)
+            }
+            IngressCommand::Registrations { cluster, node, before, limit, connection } => {
+                let mut request = json!({ "clusterId": cluster });
+                if let Some(node) = node {
+                    request["nodeId"] = json!(node);
+                }
+                if let Some(before) = before {
+                    request["before"] = json!(before);
+                }
+                if let Some(limit) = limit {
+                    request["limit"] = json!(limit);
+                }
+                Ok(Session::open(&connection)?.call("listClusterIngressRegistrations", request).await?)
             }
         },
     }

@@ -9,6 +9,7 @@ pub mod assignments;
 pub mod designation;
 pub mod identity;
 pub mod inventory;
+pub mod registration;
 pub mod relays;
 pub mod secrets;
 pub mod sessions;
@@ -19,7 +20,8 @@ use crate::keys::ControllerKeys;
 use crate::store::{MissingKind, SharedStore, StoreError};
 use identity::{Access, Caller, IdentityVerifier};
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// The time source, in milliseconds since the Unix epoch. Tests pass a fixed or stepped clock.
 pub trait Clock: Send + Sync + 'static {
@@ -91,6 +93,12 @@ pub enum DomainError {
     /// current set (or was never issued to it).
     #[error("assignment not found")]
     AssignmentNotFound,
+    /// `registerClusterIngress` step 1: `IProtocolRefusal` with the controller's own offer.
+    #[error("protocol refused")]
+    ProtocolRefused,
+    /// `registerClusterIngress` steps 2–8: `IClusterIngressRegistrationRefusal`.
+    #[error("cluster ingress registration refused: {}", .0.reason())]
+    RegistrationRefused(crate::contract::registration::ClusterIngressRegistrationRefusal),
     /// `store-unavailable`.
     #[error("store unavailable")]
     StoreUnavailable,
@@ -125,6 +133,8 @@ pub struct ControllerSettings {
     pub relay_lease_ms: u64,
     /// How long `getClusterIngressRouteTable` holds a call whose `knownRevision` is current.
     pub route_table_long_poll_ms: u64,
+    /// The `retryAfterMs` of each `registerClusterIngress` refusal reason.
+    pub registration_retry_after: registration::RetryAfterTable,
 }
 
 impl Default for ControllerSettings {
@@ -133,6 +143,7 @@ impl Default for ControllerSettings {
             controller_id: Id::parse("cloudly").expect("a valid id"),
             relay_lease_ms: 30_000,
             route_table_long_poll_ms: 25_000,
+            registration_retry_after: registration::RetryAfterTable::default(),
         }
     }
 }
@@ -153,6 +164,10 @@ pub struct Controller {
     pub route_tables: relays::RouteTableWatch,
     /// The node sockets of this process (`sessions`).
     pub links: Arc<sessions::NodeLinks>,
+    /// Set once a stop signal arrived: the controller drains and judges no registration.
+    draining: AtomicBool,
+    /// The test seam of `registerClusterIngress` (`registration::RegistrationCommitGate`).
+    registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
 }
 
 impl Controller {
@@ -177,7 +192,20 @@ impl Controller {
             settings,
             route_tables: relays::RouteTableWatch::default(),
             links: Arc::default(),
+            draining: AtomicBool::new(false),
+            registration_commit_gate: RwLock::new(None),
         }
+    }
+
+    /// Marks the controller as draining after a stop signal: from now on it judges no
+    /// registration (`not-ready`).
+    pub fn begin_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`Controller::begin_draining`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Verifies `request.identity` and the role it needs.

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 mod codec;
 #[macro_use]
+pub mod registrations;
+#[macro_use]
 mod shared;
 mod postgres;
 pub mod relays;
@@ -219,7 +221,9 @@ pub struct RecordedMutation {
 
 /// The store, as the domain sees it. Methods name domain operations, not tables.
 #[async_trait]
-pub trait Store: relays::RelayStore + sessions::SessionStore + Send + Sync + 'static {
+pub trait Store:
+    relays::RelayStore + sessions::SessionStore + registrations::RegistrationStore + Send + Sync + 'static
+{
     /// Which backend this is.
     fn backend(&self) -> Backend;
 

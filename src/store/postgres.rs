@@ -9,6 +9,7 @@
 //! second guard besides the lock. Migrations take sqlx's advisory lock, so two processes starting
 //! at once apply them once.
 
+mod registrations;
 mod relays;
 mod sessions;
 
@@ -36,6 +37,11 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         version: 3,
         description: "sessions and assignments",
         sql: include_str!("../../migrations/postgres/0003_sessions_and_assignments.sql"),
+    },
+    EmbeddedMigration {
+        version: 4,
+        description: "ingress registrations",
+        sql: include_str!("../../migrations/postgres/0004_ingress_registrations.sql"),
     },
 ];
 

@@ -12,6 +12,7 @@
 //! [`SQLITE_BUSY_TIMEOUT`]. An in-memory database (`sqlite::memory:`) lives as long as its one
 //! connection, so its pool holds exactly one connection that never expires.
 
+mod registrations;
 mod relays;
 mod sessions;
 
@@ -42,6 +43,11 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         version: 3,
         description: "sessions and assignments",
         sql: include_str!("../../migrations/sqlite/0003_sessions_and_assignments.sql"),
+    },
+    EmbeddedMigration {
+        version: 4,
+        description: "ingress registrations",
+        sql: include_str!("../../migrations/sqlite/0004_ingress_registrations.sql"),
     },
 ];
 

@@ -26,5 +26,6 @@ pub fn cases<'a>(vector: &'a Value, key: &str) -> Vec<(String, &'a Value)> {
         .map(|(index, case)| (case["name"].as_str().map_or_else(|| format!("{key}[{index}]"), str::to_owned), case))
         .collect()
 }
+pub mod ingress;
 pub mod node_agent;
 pub mod service;

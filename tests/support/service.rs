@@ -5,7 +5,7 @@ use cloudly::api::Limits;
 use cloudly::client::Client;
 use cloudly::contract::Id;
 use cloudly::domain::identity::{Identity, IdentitySubject, IdentityType, Role, issue_identity};
-use cloudly::domain::{Clock, Controller};
+use cloudly::domain::{Clock, Controller, ControllerSettings};
 use cloudly::keys::ControllerKeys;
 use cloudly::server::{RunningServer, spawn};
 use cloudly::store::{self, SharedStore};
@@ -126,15 +126,24 @@ impl TestService {
     }
 
     pub async fn start_with(backend: Backend, limits: Limits) -> TestService {
+        Self::start_with_settings(backend, limits, ControllerSettings::default()).await
+    }
+
+    pub async fn start_with_settings(backend: Backend, limits: Limits, settings: ControllerSettings) -> TestService {
         let database = TestDatabase::create(backend).await;
         let store = store::open(&database.url).await.expect("open the test store");
         let keys = Arc::new(ControllerKeys::generate().unwrap());
         let clock = Arc::new(TestClock(AtomicU64::new(T0)));
-        let controller = Arc::new(Controller::new(store.clone(), keys.clone(), clock.clone()));
+        let controller = Arc::new(Controller::with_settings(store.clone(), keys.clone(), clock.clone(), settings));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = spawn(listener, controller, limits).unwrap();
         let base_url = format!("http://{}", server.address);
         TestService { database, store, keys, clock, client: Client::new(&base_url), base_url, server: Some(server) }
+    }
+
+    /// The controller this service serves.
+    pub fn controller(&self) -> Arc<Controller> {
+        self.server.as_ref().expect("the service runs").state.controller.clone()
     }
 
     /// An identity of `role` signed by this controller, valid for a day of the test clock.
@@ -214,6 +223,36 @@ impl TestService {
             server.stop().await.unwrap();
         }
         self.database.drop_now().await;
+    }
+}
+
+/// A second controller process on the same database: its own store pool, server and in-process
+/// state, sharing the first one's keys and clock.
+pub struct Peer {
+    pub server: Option<RunningServer>,
+    pub client: Client,
+    pub controller: Arc<Controller>,
+}
+
+impl Peer {
+    pub async fn start(service: &TestService, settings: ControllerSettings) -> Peer {
+        Self::start_with(service, settings, Limits::default()).await
+    }
+
+    pub async fn start_with(service: &TestService, settings: ControllerSettings, limits: Limits) -> Peer {
+        let store: SharedStore = store::open(&service.database.url).await.expect("open the peer store");
+        let controller =
+            Arc::new(Controller::with_settings(store, service.keys.clone(), service.clock.clone(), settings));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = spawn(listener, controller.clone(), limits).unwrap();
+        let client = Client::new(&format!("http://{}", server.address));
+        Peer { server: Some(server), client, controller }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop().await.unwrap();
+        }
     }
 }
 
