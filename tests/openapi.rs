@@ -20,10 +20,17 @@
 //!   documented optional members are accepted, and `x-roles` is what the code allows (`relay`:
 //!   no identity, an exact request, the connection token as `authInfo.jwt` when the envelope
 //!   requires it; `node`: exactly [`methods::NODE_METHODS`], refused over HTTP with
-//!   `principal-refused`, their required members checked on the socket);
-//! - a scripted flow calls every method but the node methods successfully over the router, and
+//!   `principal-refused`, their required members checked on the socket). `registerClusterIngress`
+//!   is a relay method judged in its own order (the protocol offer first, then its named
+//!   refusals, which replace the generic codes): its members are checked by leaving each out of a
+//!   valid registration (`registration_members_match_the_domain`);
+//! - `registerClusterIngress`'s two refusal shapes are the code's: the controller's offer, the
+//!   reasons in judgement order, the `retryAfterMs` bounds, each `error.text` with its data;
+//! - a scripted flow calls every method successfully: the node methods on `/typedsocket` (a node
+//!   session whose ingress assignment resolved its bearer and reported `ready`), every other
+//!   method over the router (`registerClusterIngress` through the elected relay connection), and
 //!   every request envelope, answer envelope, response object and error data it sees fits the
-//!   document.
+//!   document, including protocol and registration refusals, and a request timeout.
 
 use axum::Router;
 use axum::body::Body;
@@ -32,6 +39,10 @@ use cloudly::api::error::{ApiError, UNKNOWN_METHOD_TEXT};
 use cloudly::api::methods::{self, METHODS};
 use cloudly::api::{AppState, Limits, router};
 use cloudly::contract::designation::{ClusterRuntimeReference, RuntimePhase};
+use cloudly::contract::registration::{
+    CLUSTER_INGRESS_PROTOCOL, CLUSTER_INGRESS_REGISTRATION_CONTRACT, ClusterIngressRegistrationRefusal,
+    ProtocolRefusal, RefusalReason,
+};
 use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use cloudly::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
 use cloudly::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
@@ -40,9 +51,13 @@ use cloudly::keys::ControllerKeys;
 use cloudly::store::{self, MissingKind, SharedStore, SqliteStore, Store};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Map, Value, json};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use std::collections::BTreeSet;
+use std::str::FromStr as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
 use tower::ServiceExt;
 
 // ---------------------------------------------------------------------------------------------
@@ -99,6 +114,7 @@ const CHECKED_KEYWORDS: &[&str] = &[
     "maximum",
     "minItems",
     "maxItems",
+    "uniqueItems",
     "items",
     "required",
     "properties",
@@ -195,6 +211,11 @@ fn walk(schema: &Value, value: &Value, at: &str, found: &mut Vec<String>) {
             || bound("maxItems").is_some_and(|maximum| count > maximum)
         {
             found.push(format!("{at}: {} items are out of bounds", items.len()));
+        }
+        if schema.get("uniqueItems") == Some(&Value::Bool(true))
+            && (1..items.len()).any(|index| items[..index].contains(&items[index]))
+        {
+            found.push(format!("{at}: the items are not unique"));
         }
         if let Some(item_schema) = schema.get("items") {
             for (index, item) in items.iter().enumerate() {
@@ -399,9 +420,11 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::PrincipalRefused => 13,
         DomainError::SessionNotCurrent(_) => 14,
         DomainError::AssignmentNotFound => 15,
+        DomainError::ProtocolRefused => 16,
+        DomainError::RegistrationRefused(_) => 17,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 16;
+const DOMAIN_ERROR_VARIANTS: usize = 18;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -453,6 +476,18 @@ fn domain_error_samples() -> Vec<DomainError> {
         DomainError::Internal,
     ];
     samples.extend(missing_kinds().into_iter().map(DomainError::NotFound));
+    // `registerClusterIngress`: the protocol refusal, and every reason with its default
+    // `retryAfterMs` and at both ends of the contract's range.
+    samples.push(DomainError::ProtocolRefused);
+    let contract = CLUSTER_INGRESS_REGISTRATION_CONTRACT;
+    for reason in RefusalReason::ALL {
+        for retry_after_ms in
+            [reason.default_retry_after_ms(), contract.minimum_retry_after_ms, contract.maximum_retry_after_ms]
+        {
+            let refusal = ClusterIngressRegistrationRefusal::new(reason, retry_after_ms).expect("within the range");
+            samples.push(DomainError::RegistrationRefused(refusal));
+        }
+    }
     let sampled: BTreeSet<usize> = samples.iter().map(variant_index).collect();
     assert_eq!(sampled, (0..DOMAIN_ERROR_VARIANTS).collect(), "every DomainError variant is sampled");
     samples
@@ -491,9 +526,24 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
     let documented = string_set(&schema("ErrorCode")["enum"]);
     let mut produced = BTreeSet::new();
     for error in domain_error_samples() {
+        let registration = matches!(error, DomainError::ProtocolRefused | DomainError::RegistrationRefused(_));
         let answered = ApiError::from(error.clone());
         assert_fits_named("ErrorData", &answered.data);
-        assert_fits_named("Error", &json!({ "text": answered.text, "data": answered.data }));
+        let whole = json!({ "text": answered.text, "data": answered.data });
+        assert_fits_named("Error", &whole);
+        // The refusals of `registerClusterIngress` are its only errors, each with its text; its
+        // error schema refuses every other code.
+        let own = violations(&schema_ref("ClusterIngressRegistrationError"), &whole);
+        assert_eq!(own.is_empty(), registration, "{error:?}: {whole} against ClusterIngressRegistrationError: {own:?}");
+        if let DomainError::RegistrationRefused(refusal) = &error {
+            assert_fits_named("ClusterIngressRegistrationRefusal", &answered.data);
+            assert_eq!(answered.text, format!("cluster ingress registration refused: {}", refusal.reason()));
+        }
+        if let DomainError::ProtocolRefused = &error {
+            assert_fits_named("ProtocolRefusal", &answered.data);
+            assert_eq!(answered.data, ProtocolRefusal::controller().to_value());
+            assert_eq!(answered.text, "protocol refused");
+        }
         produced.insert(answered.code().to_owned());
     }
     let unknown = ApiError::unknown_method();
@@ -524,15 +574,58 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
         let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
         assert!(listed.is_subset(&documented), "{method}: x-errors {listed:?} names an undocumented code");
     }
+
+    // `registerClusterIngress`'s refusals replace the generic codes: it lists exactly its two, and
+    // no other method lists either.
+    let refusals: BTreeSet<String> =
+        ["cluster-ingress-registration-refused", "protocol-refused"].iter().map(|code| (*code).to_owned()).collect();
+    for method in METHODS {
+        let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
+        if *method == "registerClusterIngress" {
+            assert_eq!(listed, refusals, "{method}: x-errors");
+        } else {
+            assert!(listed.is_disjoint(&refusals), "{method}: x-errors {listed:?} names a registration refusal");
+        }
+    }
+    // The controller's offer, the reasons in judgement order, and the `retryAfterMs` range.
+    let offer = schema("ClusterIngressControllerOffer");
+    let documented_offer: Map<String, Value> = offer["properties"]
+        .as_object()
+        .expect("properties")
+        .iter()
+        .map(|(key, member)| (key.clone(), member["const"].clone()))
+        .collect();
+    assert_eq!(Value::Object(documented_offer), json!(CLUSTER_INGRESS_PROTOCOL), "the controller's offer");
+    let reasons: Vec<String> = RefusalReason::ALL.iter().map(|reason| reason.as_str().to_owned()).collect();
+    assert_eq!(strings(&schema("ClusterIngressRegistrationRefusalReason")["enum"]), reasons, "judgement order");
+    let retry = &schema("ClusterIngressRegistrationRefusal")["properties"]["retryAfterMs"];
+    let contract = CLUSTER_INGRESS_REGISTRATION_CONTRACT;
+    assert_eq!(retry["minimum"], json!(contract.minimum_retry_after_ms));
+    assert_eq!(retry["maximum"], json!(contract.maximum_retry_after_ms));
+    for outside in [contract.minimum_retry_after_ms - 1, contract.maximum_retry_after_ms + 1] {
+        assert!(ClusterIngressRegistrationRefusal::new(RefusalReason::Conflict, outside).is_err(), "{outside}");
+        let data =
+            json!({ "code": "cluster-ingress-registration-refused", "reason": "conflict", "retryAfterMs": outside });
+        assert!(!violations(&schema_ref("ClusterIngressRegistrationRefusal"), &data).is_empty(), "{outside}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The document itself.
 
+/// The members of records (not method requests) that the code leaves out rather than answering
+/// `null`: a recorded registration's `capabilities` is absent when the ingress sent none
+/// (`registration::registration_json`). The scripted flow sees both shapes.
+const OPTIONAL_RECORD_MEMBERS: &[(&str, &str)] =
+    &[("#/components/schemas/IClusterIngressRegistrationRecord", "capabilities")];
+
 #[test]
 fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
     let doc = document();
     assert!(doc["openapi"].as_str().is_some_and(|version| version.starts_with("3.1.")), "OpenAPI 3.1");
+    for (record, member) in OPTIONAL_RECORD_MEMBERS {
+        assert!(resolve(record)["properties"].get(*member).is_some(), "{record} documents {member}");
+    }
     for (at, root) in every_root_schema() {
         each_subschema(root, at, &mut |subschema, at| {
             for key in subschema.as_object().expect("a schema object").keys() {
@@ -566,8 +659,8 @@ fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
                 }
             }
             // Records are exact: a closed object requires every member (nullable, never optional).
-            // Only the method requests (optional members, checked against the code below) and the
-            // answer envelopes (`error`) have optional members.
+            // Only the method requests (optional members, checked against the code below), the
+            // answer envelopes (`error`) and [`OPTIONAL_RECORD_MEMBERS`] have optional members.
             let method_level = at.strip_prefix("#/components/schemas/").is_some_and(|name| {
                 METHODS
                     .iter()
@@ -576,8 +669,15 @@ fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
             if subschema.get("additionalProperties") == Some(&json!(false)) && !method_level {
                 let properties: BTreeSet<String> =
                     subschema["properties"].as_object().expect("properties").keys().cloned().collect();
+                let required = string_set(&subschema["required"]);
+                let optional: BTreeSet<String> = OPTIONAL_RECORD_MEMBERS
+                    .iter()
+                    .filter(|(record, _)| *record == at)
+                    .map(|(_, member)| (*member).to_owned())
+                    .collect();
+                assert!(required.is_disjoint(&optional), "{at}: {optional:?} are optional");
                 assert_eq!(
-                    string_set(&subschema["required"]),
+                    required.union(&optional).cloned().collect::<BTreeSet<_>>(),
                     properties,
                     "{at}: a closed record requires every member"
                 );
@@ -749,7 +849,7 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
         "correlation": { "id": "socket-1", "phase": "request" },
     });
     assert_fits_named("TypedRequestEnvelope", &envelope);
-    socket.send(tokio_tungstenite::tungstenite::Message::text(envelope.to_string())).await.expect("a frame");
+    socket.send(Message::text(envelope.to_string())).await.expect("a frame");
     let answered = loop {
         let frame = socket.next().await.expect("an answer").expect("a frame");
         if frame.is_text() {
@@ -767,7 +867,7 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
             "method": method, "request": { "zz": 1 }, "response": null,
             "correlation": { "id": id, "phase": "request" },
         });
-        socket.send(tokio_tungstenite::tungstenite::Message::text(envelope.to_string())).await.expect("a frame");
+        socket.send(Message::text(envelope.to_string())).await.expect("a frame");
         let answered = loop {
             let frame = socket.next().await.expect("an answer").expect("a frame");
             if frame.is_text() {
@@ -856,6 +956,11 @@ async fn required_members_optional_members_and_roles_match_the_domain() {
                 assert_eq!(refused.data, json!({ "code": "principal-refused" }), "{method} over HTTP");
                 assert_fits_named("ErrorData", &refused.data);
             }
+            continue;
+        }
+
+        if *method == "registerClusterIngress" {
+            registration_members_match_the_domain(&controller, &keys, &token).await;
             continue;
         }
 
@@ -976,6 +1081,116 @@ async fn required_members_optional_members_and_roles_match_the_domain() {
             }
         }
     }
+}
+
+/// The answer of a `registerClusterIngress` refusal: `protocol-refused`, or the refusal's reason.
+/// Either fits the method's error schema, text and data together.
+#[track_caller]
+fn registration_outcome(answered: Result<Value, ApiError>) -> String {
+    let refused = answered.expect_err("registerClusterIngress refuses here");
+    assert_fits_named("ClusterIngressRegistrationError", &json!({ "text": refused.text, "data": refused.data }));
+    assert_fits_named("ErrorData", &refused.data);
+    match refused.code() {
+        "protocol-refused" => {
+            assert_eq!(refused.data, ProtocolRefusal::controller().to_value());
+            "protocol-refused".to_owned()
+        }
+        code => {
+            assert_eq!(code, "cluster-ingress-registration-refused", "{}", refused.data);
+            refused.data["reason"].as_str().expect("a reason").to_owned()
+        }
+    }
+}
+
+async fn register(controller: &Controller, request: &Value, jwt: Option<&str>) -> Result<Value, ApiError> {
+    methods::call_with_auth(controller, "registerClusterIngress", request, jwt).await
+}
+
+/// `registerClusterIngress` against the domain: a relay method (no identity, the connection
+/// token as `authInfo.jwt`), but a special case of the member checks above. Its protocol offer
+/// is judged before anything else, and every later failure is a
+/// `ClusterIngressRegistrationRefusal`, never `request-invalid` or `principal-refused`. So the
+/// probe of every other method (`{ identity, zz }` answered `request-invalid` naming exactly the
+/// missing members) cannot apply: without an offer it is `protocol-refused`, and with a valid
+/// offer and an unknown member it is `registration-invalid`, whose data names no member (the
+/// validator's violations are logged, not answered). The document's members are held against
+/// the domain instead by leaving each one out of a registration the domain finds valid. The
+/// controller's cluster holds no designation, so a valid registration with the relay's token gets
+/// past `registration-invalid` and `relay-not-connected` to `ingress-not-designated`.
+async fn registration_members_match_the_domain(controller: &Controller, keys: &ControllerKeys, token: &str) {
+    let method = "registerClusterIngress";
+    let request_schema = schema("registerClusterIngressRequest");
+    assert_eq!(strings(&request_schema["x-roles"]), ["relay"], "{method}: x-roles");
+    let properties = request_schema["properties"].as_object().expect("properties");
+    assert!(!properties.contains_key("identity"), "{method}: a relay presents no identity");
+    let envelope = schema("registerClusterIngressRequestEnvelope");
+    assert!(string_set(&envelope["required"]).contains("authInfo"), "{method}: the token is authInfo.jwt");
+    let required = string_set(&request_schema["required"]);
+
+    // Step 1 comes first: any `request` without a readable, matching offer, with or without a
+    // token, is the protocol refusal (a non-object `request` included).
+    let admin = identity(keys, Role::Admin);
+    for request in [Value::Null, json!(7), json!("x"), json!([]), json!({}), json!({ "identity": admin, "zz": 1 })] {
+        for jwt in [None, Some(token)] {
+            assert_eq!(
+                registration_outcome(register(controller, &request, jwt).await),
+                "protocol-refused",
+                "{request} {jwt:?}"
+            );
+        }
+    }
+    // A valid offer with an unknown member: `registration-invalid`, not `request-invalid`.
+    let offer = json!(CLUSTER_INGRESS_PROTOCOL);
+    let request = json!({ "protocol": offer, "identity": admin, "zz": 1 });
+    assert_eq!(registration_outcome(register(controller, &request, Some(token)).await), "registration-invalid");
+
+    // One valid value per documented member (a newly documented member needs one here).
+    let valid: Map<String, Value> = [
+        ("bearer", json!("szci_0123456789abcdef0123456789")),
+        ("version", json!("1.4.2")),
+        ("nodeId", json!("node-1")),
+        ("capabilities", json!(["http2", "websocket"])),
+        ("protocol", offer),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect();
+    let keys_of = |members: &Map<String, Value>| members.keys().cloned().collect::<BTreeSet<String>>();
+    assert_eq!(keys_of(&valid), keys_of(properties), "{method}: a sample value for each documented member");
+    assert_fits_named("registerClusterIngressRequest", &Value::Object(valid.clone()));
+    // Every documented member is known to the domain, and valid as documented.
+    assert_eq!(
+        registration_outcome(register(controller, &Value::Object(valid.clone()), Some(token)).await),
+        "ingress-not-designated"
+    );
+    // A missing token is the refusal `relay-not-connected`, not `principal-refused`.
+    for jwt in [None, Some("szrc_unknown")] {
+        let outcome = registration_outcome(register(controller, &Value::Object(valid.clone()), jwt).await);
+        assert_eq!(outcome, "relay-not-connected", "{method} with {jwt:?}");
+    }
+    // The request is exact: an identity or an unknown member is `registration-invalid`.
+    for (key, value) in [("identity", admin), ("zz", json!(1))] {
+        let mut request = valid.clone();
+        request.insert(key.to_owned(), value);
+        assert_eq!(
+            registration_outcome(register(controller, &Value::Object(request), Some(token)).await),
+            "registration-invalid"
+        );
+    }
+    // Each required member is required by the domain, each optional one is optional.
+    for key in properties.keys() {
+        let mut request = valid.clone();
+        request.remove(key);
+        let outcome = registration_outcome(register(controller, &Value::Object(request), Some(token)).await);
+        let expected = match key.as_str() {
+            // Without an offer, step 1 answers.
+            "protocol" => "protocol-refused",
+            _ if required.contains(key) => "registration-invalid",
+            _ => "ingress-not-designated",
+        };
+        assert_eq!(outcome, expected, "{method} without {key}: the document's members differ from the domain's");
+    }
+    assert!(required.contains("protocol"), "{method}: the offer is required");
 }
 
 // ---------------------------------------------------------------------------------------------

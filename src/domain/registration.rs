@@ -33,8 +33,10 @@ use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{Id, NodeId, reader};
 use crate::store::MissingKind;
 use crate::store::registrations::{
-    IngressRegistration, RegistrationCommit, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
+    IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, SessionGeneration,
+    StoredIngressRegistration,
 };
+use crate::store::sessions::AssignmentState;
 use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::pin::Pin;
@@ -152,6 +154,53 @@ pub fn carries_credential(assignment: &RuntimeAssignment, designation: &ClusterI
     })
 }
 
+/// What steps 4–7 accept a registration with.
+pub struct Judged<'a> {
+    /// The cluster's current designation.
+    pub designation: &'a ClusterIngressDesignation,
+    /// The running assignment that carries its credential.
+    pub assignment: &'a RuntimeAssignment,
+    /// The node's current session it runs under.
+    pub session: &'a RuntimeSessionReference,
+}
+
+/// Steps 4–7 of the judgement order over the facts, in order: `ingress-not-designated`,
+/// `node-mismatch`, `assignment-not-running`, `bearer-refused`. Pure.
+pub fn judge_facts<'a>(
+    facts: &'a RegistrationFacts,
+    registration: &ClusterIngressRegistration,
+) -> Result<Judged<'a>, RefusalReason> {
+    // 4. A cluster holding only a fleet-cutover designation holds no Pallet one: this controller
+    //    does not run the fleet-cutover flow.
+    let designation = facts.designation.as_ref().ok_or(RefusalReason::IngressNotDesignated)?;
+    // 5. A node of the cluster in the placement of the designated service's current spec.
+    let placed = facts.spec.as_ref().is_some_and(|spec| spec.body.placement.node_ids.contains(&registration.node_id));
+    if !placed || !facts.node_exists {
+        return Err(RefusalReason::NodeMismatch);
+    }
+    // 6. Running (ready, reported under the node's current session) and carrying the
+    //    designation's current credential.
+    let session = facts.session.as_ref().ok_or(RefusalReason::AssignmentNotRunning)?;
+    let assignment = facts
+        .assignments
+        .iter()
+        .find(|(assignment, state)| {
+            state.as_ref().is_some_and(|state| {
+                state.state == AssignmentState::Ready
+                    && state.session_id == session.id
+                    && state.session_generation == session.generation
+            }) && carries_credential(assignment, designation)
+        })
+        .map(|(assignment, _)| assignment)
+        .ok_or(RefusalReason::AssignmentNotRunning)?;
+    // 7. SHA-256 of the presented bearer against the stored hash, in constant time.
+    let expected = facts.credential_hash.as_ref().ok_or(RefusalReason::BearerRefused)?;
+    if !Bearer::from_presented(registration.bearer.expose()).matches_hash(expected) {
+        return Err(RefusalReason::BearerRefused);
+    }
+    Ok(Judged { designation, assignment, session })
+}
+
 /// Why a registration was not accepted, before it becomes an answer.
 enum Refusal {
     /// One of the named reasons.
@@ -254,40 +303,9 @@ impl Controller {
         };
         let connection = self.elected_relay_connection(token).await?.ok_or(RefusalReason::RelayNotConnected)?;
         let cluster_id = &connection.cluster_id;
-        // 4. ingress-not-designated (a cluster holding only a fleet-cutover designation holds no
-        //    Pallet one: this controller does not run the fleet-cutover flow)
-        let designation =
-            self.store.current_designation(cluster_id).await?.ok_or(RefusalReason::IngressNotDesignated)?;
-        // 5. node-mismatch: a node of the cluster in the placement of the designated service's
-        //    current spec revision
-        let node_id = &registration.node_id;
-        let spec = self
-            .store
-            .get_service_spec(cluster_id, &designation.ingress_service_id, None)
-            .await?
-            .ok_or(RefusalReason::NodeMismatch)?;
-        if !spec.body.placement.node_ids.contains(node_id) || self.store.get_node(cluster_id, node_id).await?.is_none()
-        {
-            return Err(RefusalReason::NodeMismatch.into());
-        }
-        // 6. assignment-not-running: running under the node's current session and carrying the
-        //    designation's current credential
-        let (session, running) =
-            self.running_assignments_with_session(cluster_id, &designation.ingress_service_id, node_id).await?;
-        let (Some(session), Some(assignment)) =
-            (session, running.into_iter().find(|assignment| carries_credential(assignment, &designation)))
-        else {
-            return Err(RefusalReason::AssignmentNotRunning.into());
-        };
-        // 7. bearer-refused: SHA-256 of the presented bearer against the stored hash, in constant time
-        let version = &designation.credential.secret_version;
-        let secret = self.store.get_secret(&version.secret_id, &version.secret_version_id).await?.ok_or_else(|| {
-            tracing::error!(cluster = %cluster_id, "the designation's credential names a missing secret version");
-            DomainError::Internal
-        })?;
-        if !Bearer::from_presented(registration.bearer.expose()).matches_hash(&secret.value_hash) {
-            return Err(RefusalReason::BearerRefused.into());
-        }
+        // 4.–7. over the facts, read on one connection
+        let facts = self.store.registration_facts(cluster_id, &registration.node_id).await?;
+        let Judged { designation, assignment, session } = judge_facts(&facts, &registration)?;
         // 8. conflict: the commit writes only while the facts read above still hold
         let gate = self.registration_commit_gate.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         if let Some(gate) = gate {
@@ -299,10 +317,9 @@ impl Controller {
             RegistrationCommit::Recorded(sequence) => sequence,
             RegistrationCommit::Conflict => return Err(RefusalReason::Conflict.into()),
         };
-        let route_table_revision = self.store.route_table_revision(cluster_id).await?;
         Ok(RegistrationAccepted {
             registration: StoredIngressRegistration { sequence, registration: record },
-            route_table_revision,
+            route_table_revision: facts.route_table_revision,
         })
     }
 

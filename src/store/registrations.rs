@@ -13,6 +13,11 @@
 //! through which relay connection, against which designation).
 
 use super::StoreError;
+use super::sessions::ReportedState;
+use crate::contract::assignment::RuntimeAssignment;
+use crate::contract::designation::ClusterIngressDesignation;
+use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{AuthorityReference, Id, NodeId};
 use async_trait::async_trait;
 
@@ -73,6 +78,28 @@ pub struct StoredIngressRegistration {
     pub registration: IngressRegistration,
 }
 
+/// What `registerClusterIngress` judges steps 4–7 against, for one node of one cluster, read on
+/// one connection without a lock (the commit re-checks what matters).
+#[derive(Debug, Clone)]
+pub struct RegistrationFacts {
+    /// The cluster's current Pallet ingress designation.
+    pub designation: Option<ClusterIngressDesignation>,
+    /// The designated service's current spec (`None` without a designation, or when the service
+    /// is deleted).
+    pub spec: Option<ServiceRuntimeSpec>,
+    /// True when the node is a node of the cluster.
+    pub node_exists: bool,
+    /// The node's current session.
+    pub session: Option<RuntimeSessionReference>,
+    /// The node's current assignments of the designated service, each with the latest state
+    /// reported for its generation. Sorted by id.
+    pub assignments: Vec<(RuntimeAssignment, Option<ReportedState>)>,
+    /// SHA-256 of the designation's current credential (present whenever `designation` is).
+    pub credential_hash: Option<[u8; 32]>,
+    /// The cluster's route table revision, `None` before the first table.
+    pub route_table_revision: Option<u64>,
+}
+
 /// The outcome of [`RegistrationStore::commit_registration`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistrationCommit {
@@ -87,6 +114,9 @@ pub enum RegistrationCommit {
 /// body (`registration_store!`), since the SQL is the same.
 #[async_trait]
 pub trait RegistrationStore: Send + Sync {
+    /// The facts of a registration of `node_id` in the cluster, on one connection.
+    async fn registration_facts(&self, cluster_id: &Id, node_id: &NodeId) -> Result<RegistrationFacts, StoreError>;
+
     /// Records `registration` if, at the moment of the write, the cluster's current designation
     /// is `registration.designation`, the assignment head is `registration.assignment` (active,
     /// on the node), its latest reported state is `ready` under `registration.session`, and that
@@ -160,6 +190,48 @@ pub(crate) fn read_registration(row: &impl RegistrationRow) -> Result<StoredIngr
     })
 }
 
+/// Reads a session reference of `node_id` from `session_id`, `generation`, `controller_kind`,
+/// `controller_id`, `runtime_namespace`.
+pub(crate) fn read_session(
+    row: &impl RegistrationRow,
+    cluster_id: &Id,
+    node_id: &NodeId,
+) -> Result<RuntimeSessionReference, StoreError> {
+    use crate::contract::session::{ControllerKind, ControllerReference};
+    let id = |column: &str| -> Result<Id, StoreError> {
+        Id::parse(&row.text(column)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("stored session {column} is not an Id")))
+    };
+    let kind = ControllerKind::parse(&row.text("controller_kind")?)
+        .ok_or_else(|| StoreError::Corrupt("stored session controller kind is unknown".into()))?;
+    Ok(RuntimeSessionReference {
+        id: id("session_id")?,
+        generation: super::codec::counter_from_sql(row.integer("generation")?, "session generation")?,
+        controller: ControllerReference { kind, id: id("controller_id")? },
+        cluster_id: cluster_id.clone(),
+        node_id: node_id.clone(),
+        runtime_namespace: id("runtime_namespace")?,
+    })
+}
+
+/// Reads the latest reported state from `state`, `session_id`, `session_generation`,
+/// `reported_at` (all null when none was reported).
+pub(crate) fn read_reported_state(row: &impl RegistrationRow) -> Result<Option<ReportedState>, StoreError> {
+    use super::codec::counter_from_sql;
+    use super::sessions::AssignmentState;
+    let Some(state) = row.optional_text("state")? else { return Ok(None) };
+    let state = AssignmentState::parse(&state)
+        .ok_or_else(|| StoreError::Corrupt("stored assignment state is unknown".into()))?;
+    let session_id = Id::parse(&row.text("session_id")?)
+        .ok_or_else(|| StoreError::Corrupt("stored state session id is not an Id".into()))?;
+    Ok(Some(ReportedState {
+        state,
+        session_id,
+        session_generation: counter_from_sql(row.integer("session_generation")?, "session generation")?,
+        reported_at: counter_from_sql(row.integer("reported_at")?, "report time")?,
+    }))
+}
+
 /// The column reads [`read_registration`] needs, for either backend's row type.
 pub(crate) trait RegistrationRow {
     /// A `TEXT NOT NULL` column.
@@ -178,9 +250,11 @@ macro_rules! registration_store {
         use $crate::store::StoreError;
         use $crate::store::codec::counter_to_sql;
         use $crate::store::registrations::{
-            IngressRegistration, RegistrationCommit, RegistrationRow, RegistrationStore,
-            StoredIngressRegistration, capabilities_text, read_registration,
+            IngressRegistration, RegistrationCommit, RegistrationFacts, RegistrationRow, RegistrationStore,
+            StoredIngressRegistration, capabilities_text, read_registration, read_reported_state, read_session,
         };
+        use $crate::store::codec::{counter_from_sql, hash_from_sql, read_designation, read_service_spec};
+        use $crate::store::sessions::read_signed_assignment;
         use sqlx::Row as _;
 
         impl RegistrationRow for $row {
@@ -197,6 +271,92 @@ macro_rules! registration_store {
 
         #[async_trait::async_trait]
         impl RegistrationStore for $store {
+            async fn registration_facts(&self, cluster_id: &Id, node_id: &NodeId) -> Result<RegistrationFacts, StoreError> {
+                let mut connection = self.pool.acquire().await?;
+                // The designation, the designated service's current spec, the node, the route table.
+                let row = sqlx::query(
+                    "SELECT d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, \
+                       EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = $1 AND n.node_id = $2) AS node_exists, \
+                       (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision \
+                     FROM clusters c \
+                     LEFT JOIN ingress_designation_heads h ON h.cluster_id = c.id \
+                     LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
+                     LEFT JOIN services s ON s.cluster_id = d.cluster_id AND s.service_id = d.ingress_service_id \
+                       AND NOT s.deleted \
+                     LEFT JOIN service_spec_revisions r ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
+                       AND r.revision = s.current_revision \
+                     WHERE c.id = $1",
+                )
+                .bind(cluster_id.as_str())
+                .bind(node_id.as_str())
+                .fetch_optional(&mut *connection)
+                .await?;
+                let mut facts = RegistrationFacts {
+                    designation: None,
+                    spec: None,
+                    node_exists: false,
+                    session: None,
+                    assignments: Vec::new(),
+                    credential_hash: None,
+                    route_table_revision: None,
+                };
+                let Some(row) = row else { return Ok(facts) };
+                facts.node_exists = row.try_get("node_exists")?;
+                facts.route_table_revision = row
+                    .try_get::<Option<i64>, _>("route_revision")?
+                    .map(|revision| counter_from_sql(revision, "route table revision"))
+                    .transpose()?;
+                let Some(designation) = row.try_get::<Option<String>, _>("designation")? else { return Ok(facts) };
+                let designation = read_designation(&designation)?;
+                if let Some(body) = row.try_get::<Option<String>, _>("spec_body")? {
+                    facts.spec = Some(read_service_spec(&body, row.try_get("spec_revision")?)?);
+                }
+                let version = &designation.credential.secret_version;
+                let hash: Vec<u8> = sqlx::query_scalar(
+                    "SELECT value_hash FROM secret_versions WHERE secret_id = $1 AND secret_version_id = $2",
+                )
+                .bind(version.secret_id.as_str())
+                .bind(version.secret_version_id.as_str())
+                .fetch_optional(&mut *connection)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("the designation's credential names a missing secret version".into()))?;
+                facts.credential_hash = Some(hash_from_sql(hash, "secret value hash")?);
+                if facts.node_exists {
+                    let session = sqlx::query(
+                        "SELECT generation, session_id, controller_kind, controller_id, runtime_namespace \
+                         FROM runtime_sessions WHERE cluster_id = $1 AND node_id = $2 ORDER BY generation DESC LIMIT 1",
+                    )
+                    .bind(cluster_id.as_str())
+                    .bind(node_id.as_str())
+                    .fetch_optional(&mut *connection)
+                    .await?;
+                    facts.session = session.map(|row| read_session(&row, cluster_id, node_id)).transpose()?;
+                }
+                if facts.session.is_some() {
+                    let rows = sqlx::query(
+                        "SELECT a.record, a.signature, s.state, s.session_id, s.session_generation, s.reported_at \
+                         FROM runtime_assignment_heads h \
+                         JOIN runtime_assignments a ON a.cluster_id = h.cluster_id \
+                           AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
+                         LEFT JOIN runtime_assignment_states s ON s.cluster_id = h.cluster_id \
+                           AND s.assignment_id = h.assignment_id AND s.generation = h.generation \
+                         WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
+                    )
+                    .bind(cluster_id.as_str())
+                    .bind(node_id.as_str())
+                    .bind(designation.ingress_service_id.as_str())
+                    .fetch_all(&mut *connection)
+                    .await?;
+                    for row in &rows {
+                        let signed = read_signed_assignment(&row.try_get::<String, _>("record")?, &row.try_get::<String, _>("signature")?)?;
+                        facts.assignments.push((signed.payload, read_reported_state(row)?));
+                    }
+                    facts.assignments.sort_by(|left, right| left.0.id.as_str().cmp(right.0.id.as_str()));
+                }
+                facts.designation = Some(designation);
+                Ok(facts)
+            }
+
             async fn commit_registration(
                 &self,
                 registration: &IngressRegistration,
