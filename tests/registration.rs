@@ -138,6 +138,14 @@ on_both_stores!(the_happy_path_is_accepted_recorded_and_listed, |backend| async 
         .admin_call("listClusterIngressRegistrations", json!({ "clusterId": CLUSTER, "nodeId": "node-2" }))
         .await;
     assert_eq!(other_node["registrations"], json!([]));
+    // The CLI lists the same.
+    let identity = std::env::temp_dir().join(format!("cloudly-registrations-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&identity, world.service.admin().to_string()).unwrap();
+    let printed = world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--node", NODE]).await;
+    assert_eq!(printed["registrations"], json!(listed));
+    let printed = world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--limit", "1"]).await;
+    assert_eq!(printed["nextBefore"], newest["sequence"]);
+    let _ = std::fs::remove_file(&identity);
     for (request, code) in [
         (json!({ "clusterId": "nope" }), "not-found"),
         (json!({ "clusterId": CLUSTER, "limit": 0 }), "request-invalid"),

@@ -564,33 +564,16 @@ on_both_stores!(the_request_timeout_does_not_cut_the_long_poll, |backend| async 
 });
 
 /// Runs the `cloudly` binary against `service` as its administrator and answers the printed JSON.
-async fn cli(service: &TestService, identity: &std::path::Path, args: &[&str]) -> Value {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
-        .args(args)
-        .env("CLOUDLY_URL", &service.base_url)
-        .env("CLOUDLY_IDENTITY", identity)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "cloudly {args:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
-}
-
 on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async move {
     let service = TestService::start(backend).await;
     seed(&service).await;
     let identity = std::env::temp_dir().join(format!("cloudly-relay-cli-{}.json", uuid::Uuid::new_v4().simple()));
     std::fs::write(&identity, service.admin().to_string()).unwrap();
-    let issued = cli(&service, &identity, &["relay", "credential", "--cluster", "c1", "--relay", "relay-1"]).await;
+    let issued = service.cli(&identity, &["relay", "credential", "--cluster", "c1", "--relay", "relay-1"]).await;
     assert_eq!(issued["relay"]["origin"], json!("https://relay.example.net:8443"));
     let bearer = issued["bearer"].as_str().unwrap().to_owned();
     connect_ok(&service.client, "c1", "relay-1", &bearer).await;
-    assert_eq!(cli(&service, &identity, &["route", "list", "--cluster", "c1"]).await, json!({ "table": null }));
+    assert_eq!(service.cli(&identity, &["route", "list", "--cluster", "c1"]).await, json!({ "table": null }));
     let put = cli(
         &service,
         &identity,
@@ -631,10 +614,10 @@ on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async mov
     )
     .await;
     assert_eq!(udp["table"]["routes"][0]["protocol"], json!("udp"));
-    let listed = cli(&service, &identity, &["route", "list", "--cluster", "c1"]).await;
+    let listed = service.cli(&identity, &["route", "list", "--cluster", "c1"]).await;
     assert_eq!(listed, udp);
     let deleted =
-        cli(&service, &identity, &["route", "delete", "--cluster", "c1", "--hostname", "dns.example.net"]).await;
+        service.cli(&identity, &["route", "delete", "--cluster", "c1", "--hostname", "dns.example.net"]).await;
     assert_eq!(deleted["table"]["revision"], json!(3));
     std::fs::remove_file(identity).unwrap();
     service.stop().await;

@@ -218,6 +218,25 @@ impl TestService {
             .clone()
     }
 
+    /// Runs the real `cloudly` binary against this service with the identity file `identity`;
+    /// expects success and answers the JSON it printed.
+    pub async fn cli(&self, identity: &std::path::Path, args: &[&str]) -> Value {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
+            .args(args)
+            .env("CLOUDLY_URL", &self.base_url)
+            .env("CLOUDLY_IDENTITY", identity)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cloudly {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
+    }
+
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {
             server.stop().await.unwrap();
