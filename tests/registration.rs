@@ -141,9 +141,11 @@ on_both_stores!(the_happy_path_is_accepted_recorded_and_listed, |backend| async 
     // The CLI lists the same.
     let identity = std::env::temp_dir().join(format!("cloudly-registrations-{}.json", uuid::Uuid::new_v4().simple()));
     std::fs::write(&identity, world.service.admin().to_string()).unwrap();
-    let printed = world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--node", NODE]).await;
+    let printed =
+        world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--node", NODE]).await;
     assert_eq!(printed["registrations"], json!(listed));
-    let printed = world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--limit", "1"]).await;
+    let printed =
+        world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--limit", "1"]).await;
     assert_eq!(printed["nextBefore"], newest["sequence"]);
     let _ = std::fs::remove_file(&identity);
     for (request, code) in [
@@ -537,7 +539,8 @@ on_both_stores!(no_bearer_appears_in_any_answer_or_log_line, |backend| async mov
     let logs = log_text();
     assert!(logs.contains("cluster ingress registered"), "the capture holds the judge's lines");
     assert!(logs.contains("cluster ingress registration refused"));
-    for secret in [&world.bearer, &world.node_bearer, &world.token] {
+    record(envelope(registration(&world.relay_bearer, NODE), token.clone()).await);
+    for secret in [&world.bearer, &world.node_bearer, &world.token, &world.relay_bearer] {
         for answer in &answers {
             assert!(!answer.contains(secret.as_str()), "an answer carries a secret: {answer}");
         }

@@ -40,6 +40,16 @@ pub async fn relay_call(
 
 /// Issues relay `relay`'s credential and connects it through `client`: the connection token.
 pub async fn connect_relay(service: &TestService, client: &Client, cluster: &str, relay: &str) -> String {
+    connect_relay_with_bearer(service, client, cluster, relay).await.1
+}
+
+/// Like [`connect_relay`], answering the relay's bearer and the connection token.
+pub async fn connect_relay_with_bearer(
+    service: &TestService,
+    client: &Client,
+    cluster: &str,
+    relay: &str,
+) -> (String, String) {
     let bearer = service
         .admin_call("issueClusterRelayCredential", json!({ "clusterId": cluster, "relayId": relay }))
         .await["bearer"]
@@ -54,7 +64,7 @@ pub async fn connect_relay(service: &TestService, client: &Client, cluster: &str
     )
     .await
     .unwrap_or_else(|error| panic!("connectClusterRelay: {} {}", error.text, error.data));
-    connected["token"].as_str().expect("a connection token").to_owned()
+    (bearer, connected["token"].as_str().expect("a connection token").to_owned())
 }
 
 /// A valid registration of `node` with `bearer`.
@@ -83,6 +93,8 @@ pub struct IngressWorld {
     pub bearer: String,
     /// The relay connection token.
     pub token: String,
+    /// The relay's credential bearer.
+    pub relay_bearer: String,
 }
 
 impl IngressWorld {
@@ -100,7 +112,7 @@ impl IngressWorld {
             .clone();
         let agent = NodeAgent::connect(&service).await;
         let session = agent.open(CLUSTER, NODE, &node_bearer).await;
-        let token = connect_relay(&service, &service.client, CLUSTER, RELAY).await;
+        let (relay_bearer, token) = connect_relay_with_bearer(&service, &service.client, CLUSTER, RELAY).await;
         let mut world = IngressWorld {
             service,
             agent,
@@ -110,6 +122,7 @@ impl IngressWorld {
             assignment: Value::Null,
             bearer: String::new(),
             token,
+            relay_bearer,
         };
         world.run_ingress().await;
         world
