@@ -24,7 +24,6 @@
 //! seconds of the loop phases (default 5).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use cloudly::client::Client;

@@ -1102,6 +1102,7 @@ fn registration_outcome(answered: Result<Value, ApiError>) -> String {
     }
 }
 
+/// `registerClusterIngress` on `controller`, with `jwt` as the envelope's `authInfo.jwt`.
 async fn register(controller: &Controller, request: &Value, jwt: Option<&str>) -> Result<Value, ApiError> {
     methods::call_with_auth(controller, "registerClusterIngress", request, jwt).await
 }
@@ -1196,17 +1197,35 @@ async fn registration_members_match_the_domain(controller: &Controller, keys: &C
 // ---------------------------------------------------------------------------------------------
 // A scripted flow over the router: every shape on the wire fits the document.
 
+type NodeSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 struct Flow {
     app: Router,
     keys: Arc<ControllerKeys>,
     correlation: u64,
+    /// The methods answered successfully over `POST /typedrequest`.
     succeeded: BTreeSet<String>,
+    /// The methods answered successfully on the node socket.
+    succeeded_on_socket: BTreeSet<String>,
     codes: BTreeSet<String>,
+    /// The node's `/typedsocket`, once opened.
+    socket: Option<NodeSocket>,
+    /// The `error` of the last refused call.
+    last_error: Value,
 }
 
 impl Flow {
     fn new(app: Router, keys: Arc<ControllerKeys>) -> Flow {
-        Flow { app, keys, correlation: 0, succeeded: BTreeSet::new(), codes: BTreeSet::new() }
+        Flow {
+            app,
+            keys,
+            correlation: 0,
+            succeeded: BTreeSet::new(),
+            succeeded_on_socket: BTreeSet::new(),
+            codes: BTreeSet::new(),
+            socket: None,
+            last_error: Value::Null,
+        }
     }
 
     fn identity(&self, role: Role) -> Value {
@@ -1242,7 +1261,53 @@ impl Flow {
         }
         let answer = send(&self.app, "POST", "/typedrequest", serde_json::to_vec(&envelope).unwrap()).await;
         assert_eq!(answer.status, StatusCode::OK, "{method}: every answered envelope is 200");
-        let answered = answer.json();
+        self.check_answer(method, &envelope, answer.json(), false)
+    }
+
+    /// Sends `request` as `method` on the node socket, answering the controller's own requests
+    /// (`pushRuntimeChanged`, a hint) with `{}` on the way, and checks both envelopes against the
+    /// document as [`Flow::call`] does.
+    async fn node(&mut self, method: &str, request: Value) -> Result<Value, Value> {
+        self.correlation += 1;
+        let id = format!("openapi-{}", self.correlation);
+        let envelope = json!({
+            "method": method, "request": request, "response": null,
+            "correlation": { "id": id, "phase": "request" },
+        });
+        let socket = self.socket.as_mut().expect("the node socket is open");
+        socket.send(Message::text(envelope.to_string())).await.expect("a frame");
+        let answered = loop {
+            let frame = socket.next().await.expect("an answer").expect("a frame");
+            if !frame.is_text() {
+                continue;
+            }
+            let incoming: Value = serde_json::from_str(frame.to_text().expect("text")).expect("a JSON frame");
+            if incoming["correlation"]["phase"] == json!("response") {
+                break incoming;
+            }
+            assert_eq!(incoming["method"], json!("pushRuntimeChanged"), "the controller's only request: {incoming}");
+            let answer = json!({
+                "method": incoming["method"], "request": null, "response": {},
+                "correlation": { "id": incoming["correlation"]["id"], "phase": "response" },
+            });
+            socket.send(Message::text(answer.to_string())).await.expect("a frame");
+        };
+        self.check_answer(method, &envelope, answered, true)
+    }
+
+    async fn node_ok(&mut self, method: &str, request: Value) -> Value {
+        self.node(method, request).await.unwrap_or_else(|data| panic!("{method} on the socket: {data}"))
+    }
+
+    /// Checks the answer `answered` to `envelope` against the document: the response or the error data.
+    fn check_answer(
+        &mut self,
+        method: &str,
+        envelope: &Value,
+        answered: Value,
+        on_socket: bool,
+    ) -> Result<Value, Value> {
+        let id = envelope["correlation"]["id"].clone();
         assert_fits_named("TypedAnswerEnvelope", &answered);
         let known = methods::is_known(method);
         let branch = if known { format!("{method}AnswerEnvelope") } else { "UnknownMethodAnswerEnvelope".to_owned() };
@@ -1250,13 +1315,18 @@ impl Flow {
         assert_eq!(answered["correlation"], json!({ "id": id, "phase": "response" }), "{method}: correlation");
         match answered.get("error") {
             None => {
-                assert_fits_named("TypedRequestEnvelope", &envelope);
+                assert_fits_named("TypedRequestEnvelope", envelope);
                 assert_fits_named(&format!("{method}Request"), &envelope["request"]);
                 assert_fits_named(&format!("{method}Response"), &answered["response"]);
-                self.succeeded.insert(method.to_owned());
+                if on_socket {
+                    self.succeeded_on_socket.insert(method.to_owned());
+                } else {
+                    self.succeeded.insert(method.to_owned());
+                }
                 Ok(answered["response"].clone())
             }
             Some(error) => {
+                self.last_error = error.clone();
                 let data = error["data"].clone();
                 assert_fits_named("ErrorData", &data);
                 let code = data["code"].as_str().unwrap().to_owned();
@@ -1284,6 +1354,41 @@ impl Flow {
     async fn relay(&mut self, method: &str, jwt: Option<&str>, request: Value) -> Result<Value, Value> {
         self.call_with(method, None, jwt, request).await
     }
+
+    /// `registerClusterIngress` through `jwt`, refused for `reason` with its default
+    /// `retryAfterMs`: exactly a `ClusterIngressRegistrationRefusal`, with the text naming it.
+    async fn registration_refused(&mut self, jwt: Option<&str>, request: Value, reason: RefusalReason) {
+        let refused = self.relay("registerClusterIngress", jwt, request).await.expect_err(reason.as_str());
+        assert_fits_named("ClusterIngressRegistrationRefusal", &refused);
+        assert_eq!(
+            refused,
+            json!({ "code": "cluster-ingress-registration-refused", "reason": reason.as_str(),
+                    "retryAfterMs": reason.default_retry_after_ms() }),
+        );
+        assert_eq!(self.last_error["text"], json!(format!("cluster ingress registration refused: {reason}")));
+        assert_fits_named("ClusterIngressRegistrationError", &self.last_error);
+    }
+
+    /// `registerClusterIngress` answered with the protocol refusal.
+    async fn protocol_refused(&mut self, jwt: Option<&str>, request: Value) {
+        let refused = self.relay("registerClusterIngress", jwt, request).await.expect_err("protocol refused");
+        assert_fits_named("ProtocolRefusal", &refused);
+        assert_eq!(
+            refused,
+            json!({ "code": "protocol-refused",
+                    "offer": { "name": "serve.zone/cluster-ingress", "minimum": 1, "maximum": 1 } }),
+        );
+        assert_eq!(self.last_error["text"], json!("protocol refused"));
+        assert_fits_named("ClusterIngressRegistrationError", &self.last_error);
+    }
+}
+
+/// A valid cluster ingress registration of `node` with `bearer`.
+fn ingress_registration(bearer: &str, node: &str) -> Value {
+    json!({
+        "bearer": bearer, "version": "1.4.2", "nodeId": node, "capabilities": ["http2", "websocket"],
+        "protocol": { "name": "serve.zone/cluster-ingress", "minimum": 1, "maximum": 1 },
+    })
 }
 
 fn spec_body(cluster: &str, service: &str) -> Value {
@@ -1323,7 +1428,7 @@ fn cluster(id: &str, phase: &str, relay: Value, fleet: Value) -> Value {
 #[tokio::test]
 async fn every_method_answers_in_the_documented_shapes() {
     let keys = fresh_keys();
-    let (app, _) = app_over(memory_store().await, keys.clone(), Limits::default());
+    let (app, state) = app_over(memory_store().await, keys.clone(), Limits::default());
     let mut flow = Flow::new(app, keys.clone());
     let admin = flow.identity(Role::Admin);
     let operator = flow.identity(Role::Operator);
@@ -1417,13 +1522,6 @@ async fn every_method_answers_in_the_documented_shapes() {
         .await;
     assert!(gone["table"].is_null(), "c2 never had a table");
 
-    // The node methods are served only on `/typedsocket`: over HTTP they are refused.
-    let mut succeeded = method_set();
-    for method in methods::NODE_METHODS {
-        succeeded.remove(*method);
-    }
-    assert_eq!(flow.succeeded, succeeded, "every method but the node methods answered successfully once");
-
     // Refusals: every error data fits the document and is listed in the method's x-errors.
     let current = reference_of(&second["designation"]);
     flow.refused("noSuchMethod", None, json!({}), "unknown-method").await;
@@ -1468,7 +1566,8 @@ async fn every_method_answers_in_the_documented_shapes() {
     .await;
 
     // Relay and node principals.
-    let second_token = flow.ok("connectClusterRelay", None, connect.clone()).await["token"].clone();
+    let reconnected = flow.ok("connectClusterRelay", None, connect.clone()).await;
+    let second_token = reconnected["token"].clone();
     flow.relay("heartbeatClusterRelay", second_token.as_str(), json!({})).await.expect("the new connection");
     let lost = flow.relay("heartbeatClusterRelay", first_token.as_str(), json!({})).await.expect_err("superseded");
     assert_eq!(lost["code"], json!("relay-connection-lost"));
@@ -1514,14 +1613,214 @@ async fn every_method_answers_in_the_documented_shapes() {
         assert_eq!(refused, json!({ "code": "principal-refused" }), "{method} over HTTP");
     }
 
-    // A store that does not answer.
+    // Cluster ingress registration. The accepting state, built over the wire as
+    // `tests/support/ingress.rs` does: c1's current designation (generation 2), node-1's session
+    // on `/typedsocket` (the same router, served over TCP) whose ingress assignment resolved its
+    // bearer and reported `ready`, and the cluster's elected relay connection (`reconnected`). The node
+    // methods answer successfully here, on the socket.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let served = flow.app.clone();
+    let server = tokio::spawn(async move { axum::serve(listener, served).await });
+    let (socket, _) =
+        tokio_tungstenite::connect_async(format!("ws://{address}/typedsocket")).await.expect("the socket upgrades");
+    flow.socket = Some(socket);
+    let opened = json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": created["bearer"] });
+    let session = flow.node_ok("openRuntimeSession", opened).await["session"].clone();
+    let assignments = flow.node_ok("getRuntimeAssignments", json!({ "session": session })).await;
+    let assignment = assignments["assignments"]
+        .as_array()
+        .expect("assignments")
+        .iter()
+        .map(|signed| signed["payload"].clone())
+        .find(|payload| payload["serviceId"] == json!("ingress"))
+        .expect("node-1 runs an ingress replica");
+    let assignment = reference_of(&assignment);
+    let values =
+        flow.node_ok("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": assignment })).await;
+    let bearer = values["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .find(|value| value["name"] == json!("SERVEZONE_CLUSTER_INGRESS_BEARER"))
+        .and_then(|value| value["value"].as_str())
+        .expect("the ingress bearer")
+        .to_owned();
+    let ready = json!({ "session": session, "assignment": assignment, "state": "ready" });
+    flow.node_ok("reportRuntimeAssignmentState", ready).await;
+
+    let elected = second_token.as_str();
+    let table = flow.ok("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "c1" })).await["table"].clone();
+    let accepted = flow
+        .relay("registerClusterIngress", elected, ingress_registration(&bearer, "node-1"))
+        .await
+        .unwrap_or_else(|data| panic!("registerClusterIngress: {data}"));
+    assert_eq!(
+        accepted,
+        json!({ "accepted": true, "revision": table["revision"], "protocol": CLUSTER_INGRESS_PROTOCOL }),
+        "the route table revision and the controller's offer"
+    );
+    // Without capabilities, and offering more versions than the controller speaks: the shared
+    // version is negotiated.
+    let mut bare = ingress_registration(&bearer, "node-1");
+    bare.as_object_mut().expect("an object").remove("capabilities");
+    bare["protocol"]["maximum"] = json!(3);
+    flow.relay("registerClusterIngress", elected, bare).await.unwrap_or_else(|data| panic!("without: {data}"));
+
+    let listed = flow.ok("listClusterIngressRegistrations", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    assert!(listed["nextBefore"].is_null(), "one page");
+    let registrations = listed["registrations"].as_array().expect("registrations").clone();
+    assert_eq!(registrations.len(), 2, "both accepted registrations are recorded");
+    let (newest, oldest) = (&registrations[0], &registrations[1]);
+    assert!(newest["sequence"].as_u64() > oldest["sequence"].as_u64(), "newest first");
+    assert!(newest.get("capabilities").is_none(), "absent when the ingress sent none: {newest}");
+    assert_eq!(oldest["capabilities"], json!(["http2", "websocket"]));
+    for registration in &registrations {
+        assert_eq!(registration["clusterId"], json!("c1"));
+        assert_eq!(registration["nodeId"], json!("node-1"));
+        assert_eq!(registration["version"], json!("1.4.2"));
+        assert_eq!(registration["protocolVersion"], json!(1));
+        let connection = &reconnected["connection"];
+        assert_eq!(
+            registration["relayConnection"],
+            json!({ "id": connection["id"], "relayId": connection["relayId"], "epoch": connection["epoch"] })
+        );
+        assert_eq!(registration["designation"], current);
+        assert_eq!(registration["assignment"], assignment);
+        assert_eq!(registration["session"], json!({ "id": session["id"], "generation": session["generation"] }));
+    }
+    let page = json!({ "clusterId": "c1", "nodeId": "node-1", "limit": 1 });
+    let page = flow.ok("listClusterIngressRegistrations", Some(&operator), page).await;
+    assert_eq!(page["registrations"], json!([newest]));
+    assert_eq!(page["nextBefore"], newest["sequence"]);
+    let page = json!({ "clusterId": "c1", "before": page["nextBefore"], "limit": 500 });
+    let page = flow.ok("listClusterIngressRegistrations", Some(&admin), page).await;
+    assert_eq!(page, json!({ "registrations": [oldest], "nextBefore": null }));
+    let none = json!({ "clusterId": "c1", "nodeId": "node-2" });
+    let none = flow.ok("listClusterIngressRegistrations", Some(&viewer), none).await;
+    assert_eq!(none, json!({ "registrations": [], "nextBefore": null }));
+    let missing = json!({ "clusterId": "nope" });
+    let missing = flow.refused("listClusterIngressRegistrations", Some(&viewer), missing, "not-found").await;
+    assert_eq!(missing["what"], json!("cluster"));
+    let invalid = json!({ "clusterId": "c1", "limit": 501 });
+    flow.refused("listClusterIngressRegistrations", Some(&viewer), invalid, "request-invalid").await;
+    flow.refused("listClusterIngressRegistrations", None, json!({ "clusterId": "c1" }), "identity-refused").await;
+
+    // The protocol is judged before anything else: any `request` value, with or without a token.
+    flow.protocol_refused(elected, Value::Null).await;
+    flow.protocol_refused(None, json!("registration")).await;
+    flow.protocol_refused(None, json!({ "identity": admin, "zz": 1 })).await;
+    let mut newer = ingress_registration(&bearer, "node-1");
+    newer["protocol"] = json!({ "name": "serve.zone/cluster-ingress", "minimum": 2, "maximum": 3 });
+    flow.protocol_refused(elected, newer).await;
+    let mut other = ingress_registration(&bearer, "node-1");
+    other["protocol"]["name"] = json!("serve.zone/other");
+    flow.protocol_refused(elected, other).await;
+    // Then the named refusals, each reached with every earlier check passing, and the earliest of
+    // several failing checks answering.
+    let mut unknown = ingress_registration(&bearer, "node-1");
+    unknown["zz"] = json!(1);
+    flow.registration_refused(elected, unknown.clone(), RefusalReason::RegistrationInvalid).await;
+    flow.registration_refused(None, unknown, RefusalReason::RegistrationInvalid).await;
+    let mut with_identity = ingress_registration(&bearer, "node-1");
+    with_identity["identity"] = admin.clone();
+    flow.registration_refused(elected, with_identity, RefusalReason::RegistrationInvalid).await;
+    for jwt in [None, first_token.as_str(), Some("szrc_unknown")] {
+        flow.registration_refused(jwt, ingress_registration(&bearer, "node-1"), RefusalReason::RelayNotConnected).await;
+    }
+    flow.registration_refused(elected, ingress_registration(&bearer, "node-9"), RefusalReason::NodeMismatch).await;
+    let not_running = ingress_registration(&bearer, "node-2");
+    flow.registration_refused(elected, not_running, RefusalReason::AssignmentNotRunning).await;
+    let wrong = ingress_registration("szci_not-the-designated-bearer", "node-1");
+    flow.registration_refused(elected, wrong, RefusalReason::BearerRefused).await;
+    // A cluster with a relay and no designation.
+    let c3 = json!({ "cluster": cluster("c3", "pallet", json!("https://relay3.example.net"), Value::Null),
+                     "expectedRevision": null });
+    flow.ok("putCluster", Some(&admin), c3).await;
+    let relay3 = json!({ "clusterId": "c3", "relayId": "relay-3" });
+    let issued3 = flow.ok("issueClusterRelayCredential", Some(&admin), relay3).await;
+    let connect3 = json!({ "clusterId": "c3", "relayId": "relay-3", "bearer": issued3["bearer"] });
+    let token3 = flow.ok("connectClusterRelay", None, connect3).await["token"].clone();
+    let undesignated = ingress_registration(&bearer, "node-1");
+    flow.registration_refused(token3.as_str(), undesignated, RefusalReason::IngressNotDesignated).await;
+    // `conflict`: the designation rotates between the judge's reads and its commit.
+    let controller = state.controller.clone();
+    let revision = second["designation"]["preparedSpecRevision"].as_u64().expect("a spec revision");
+    let mut rotation = designation("m6", 3, revision, current.clone());
+    rotation["identity"] = admin.clone();
+    let rotation = Arc::new(Mutex::new(Some(rotation)));
+    let gated = controller.clone();
+    controller.set_registration_commit_gate(Some(Arc::new(move || {
+        let controller = gated.clone();
+        let rotation = rotation.lock().expect("not poisoned").take();
+        Box::pin(async move {
+            if let Some(rotation) = rotation {
+                methods::call(&controller, "designateClusterIngress", &rotation)
+                    .await
+                    .expect("the designation rotates");
+            }
+        })
+    })));
+    flow.registration_refused(elected, ingress_registration(&bearer, "node-1"), RefusalReason::Conflict).await;
+    controller.set_registration_commit_gate(None);
+    let listed = flow.ok("listClusterIngressRegistrations", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    assert_eq!(listed["registrations"].as_array().map(Vec::len), Some(2), "no refusal is recorded");
+    if let Some(mut socket) = flow.socket.take() {
+        let _ = socket.close(None).await;
+    }
+    server.abort();
+
+    let mut succeeded = method_set();
+    for method in methods::NODE_METHODS {
+        succeeded.remove(*method);
+    }
+    assert_eq!(flow.succeeded, succeeded, "every method but the node methods answered successfully over HTTP");
+    let on_socket: BTreeSet<String> = methods::NODE_METHODS.iter().map(|method| (*method).to_owned()).collect();
+    assert_eq!(flow.succeeded_on_socket, on_socket, "the node methods answered successfully on the socket");
+
+    // A store that does not answer: `registerClusterIngress` cannot judge, `not-ready` (before
+    // `relay-not-connected`), where every other method answers `store-unavailable`.
     let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
     closed.migrate().await.expect("migrate");
     closed.close().await;
     let (down, _) = app_over(Arc::new(closed), keys.clone(), Limits::default());
-    let mut unavailable = Flow::new(down, keys);
+    let mut unavailable = Flow::new(down, keys.clone());
     unavailable.refused("listClusters", Some(&admin), json!({}), "store-unavailable").await;
+    unavailable.registration_refused(None, ingress_registration(&bearer, "node-1"), RefusalReason::NotReady).await;
     flow.codes.extend(unavailable.codes);
+
+    // A store that holds every request past its time limit (its one connection is taken): a
+    // timed-out `registerClusterIngress` answers `not-ready`, every other method
+    // `store-unavailable`. A draining controller answers `not-ready` without asking the store,
+    // and the protocol is still judged first.
+    let options = SqliteConnectOptions::from_str("sqlite::memory:").expect("a SQLite URL").foreign_keys(true);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .acquire_timeout(Duration::from_secs(120))
+        .connect_with(options)
+        .await
+        .expect("open");
+    let held_store = SqliteStore::from_pool(pool.clone());
+    held_store.migrate().await.expect("migrate");
+    let held = pool.acquire().await.expect("the store's one connection");
+    let request_timeout = Duration::from_millis(200);
+    let limits = Limits { request_timeout, ..Limits::default() };
+    let (stuck, stuck_state) = app_over(Arc::new(held_store), keys.clone(), limits);
+    let mut timing_out = Flow::new(stuck, keys);
+    timing_out.refused("listClusters", Some(&admin), json!({}), "store-unavailable").await;
+    let started = Instant::now();
+    timing_out.registration_refused(elected, ingress_registration(&bearer, "node-1"), RefusalReason::NotReady).await;
+    assert!(started.elapsed() >= request_timeout, "answered by the request timeout");
+    stuck_state.controller.begin_draining();
+    let started = Instant::now();
+    timing_out.registration_refused(elected, ingress_registration(&bearer, "node-1"), RefusalReason::NotReady).await;
+    assert!(started.elapsed() < request_timeout, "a draining controller does not ask the store");
+    timing_out.protocol_refused(elected, json!({})).await;
+    drop(held);
+    flow.codes.extend(timing_out.codes);
 
     // Every documented code is seen on the wire here or in the paths test, except
     // `internal-error`, which no request can provoke (it is checked from `DomainError`).
@@ -1546,7 +1845,28 @@ fn an_answer_is_either_a_response_or_an_error() {
     let mut echoed = success;
     echoed["request"] = json!({});
     assert!(!violations(&schema_ref("TypedAnswerEnvelope"), &echoed).is_empty(), "a request is never echoed");
+    // `registerClusterIngress` answers only its own refusals, each text with its data.
+    let refused = |error: Value| {
+        json!({ "method": "registerClusterIngress", "request": null, "response": null, "error": error,
+                "correlation": { "phase": "response" } })
+    };
+    let refusal = json!({ "code": "cluster-ingress-registration-refused", "reason": "conflict", "retryAfterMs": 1000 });
+    let named = refused(json!({ "text": "cluster ingress registration refused: conflict", "data": refusal }));
+    assert_fits_named("registerClusterIngressAnswerEnvelope", &named);
+    for wrong in [
+        json!({ "text": "store unavailable", "data": { "code": "store-unavailable", "retryAfterMs": 1000 } }),
+        json!({ "text": "request invalid", "data": { "code": "request-invalid", "violations": ["x"] } }),
+        json!({ "text": "principal refused", "data": { "code": "principal-refused" } }),
+        json!({ "text": "protocol refused", "data": refusal }),
+        json!({ "text": "cluster ingress registration refused: conflict",
+                "data": ProtocolRefusal::controller().to_value() }),
+    ] {
+        let answer = refused(wrong.clone());
+        assert!(!violations(&schema_ref("registerClusterIngressAnswerEnvelope"), &answer).is_empty(), "{wrong}");
+    }
     // The checker itself refuses what it should.
+    assert!(!violations(&schema_ref("IngressCapabilities"), &json!(["http2", "http2"])).is_empty());
+    assert!(violations(&schema_ref("IngressCapabilities"), &json!(["http2", "websocket"])).is_empty());
     assert!(!violations(&schema_ref("Id"), &json!("")).is_empty());
     assert!(
         !violations(&schema_ref("IRuntimeAuthorityReference"), &json!({ "id": "a", "generation": 0, "digest": "d" }))

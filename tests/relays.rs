@@ -563,7 +563,6 @@ on_both_stores!(the_request_timeout_does_not_cut_the_long_poll, |backend| async 
     service.stop().await;
 });
 
-/// Runs the `cloudly` binary against `service` as its administrator and answers the printed JSON.
 on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async move {
     let service = TestService::start(backend).await;
     seed(&service).await;
@@ -574,45 +573,45 @@ on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async mov
     let bearer = issued["bearer"].as_str().unwrap().to_owned();
     connect_ok(&service.client, "c1", "relay-1", &bearer).await;
     assert_eq!(service.cli(&identity, &["route", "list", "--cluster", "c1"]).await, json!({ "table": null }));
-    let put = cli(
-        &service,
-        &identity,
-        &[
-            "route",
-            "put",
-            "--cluster",
-            "c1",
-            "--hostname",
-            "www.example.net",
-            "--service",
-            "web",
-            "--protocol",
-            "tcp",
-            "--port",
-            "443",
-        ],
-    )
-    .await;
+    let put = service
+        .cli(
+            &identity,
+            &[
+                "route",
+                "put",
+                "--cluster",
+                "c1",
+                "--hostname",
+                "www.example.net",
+                "--service",
+                "web",
+                "--protocol",
+                "tcp",
+                "--port",
+                "443",
+            ],
+        )
+        .await;
     assert_eq!(put["table"]["revision"], json!(1));
-    let udp = cli(
-        &service,
-        &identity,
-        &[
-            "route",
-            "put",
-            "--cluster",
-            "c1",
-            "--hostname",
-            "dns.example.net",
-            "--service",
-            "web",
-            "--protocol",
-            "udp",
-            "--port",
-            "443",
-        ],
-    )
-    .await;
+    let udp = service
+        .cli(
+            &identity,
+            &[
+                "route",
+                "put",
+                "--cluster",
+                "c1",
+                "--hostname",
+                "dns.example.net",
+                "--service",
+                "web",
+                "--protocol",
+                "udp",
+                "--port",
+                "443",
+            ],
+        )
+        .await;
     assert_eq!(udp["table"]["routes"][0]["protocol"], json!("udp"));
     let listed = service.cli(&identity, &["route", "list", "--cluster", "c1"]).await;
     assert_eq!(listed, udp);

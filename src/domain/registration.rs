@@ -312,7 +312,7 @@ impl Controller {
             gate().await;
         }
         let record =
-            self.registration_record(&registration, &connection, &designation, &assignment, &session, protocol_version);
+            self.registration_record(&registration, &connection, designation, assignment, session, protocol_version);
         let sequence = match self.store.commit_registration(&record).await? {
             RegistrationCommit::Recorded(sequence) => sequence,
             RegistrationCommit::Conflict => return Err(RefusalReason::Conflict.into()),

@@ -234,7 +234,8 @@ impl TestService {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
     }
 
     pub async fn stop(mut self) {
