@@ -2,6 +2,7 @@
 //! over real HTTP, on PostgreSQL and on SQLite: every refusal of the judgement order from a state
 //! where every earlier check passes, replay, the race, the chain, and nothing secret in answers.
 
+#[macro_use]
 mod support;
 
 use cloudly::contract::designation::{snapshot_cluster_ingress_designation, validate_cluster_ingress_designation};
@@ -9,25 +10,6 @@ use cloudly::contract::{DigestedRecord, Id};
 use cloudly::domain::identity::Role;
 use serde_json::{Value, json};
 use support::service::{Backend, T0, TestService, designation_request, reference_of};
-
-/// Runs one async test body on both backends.
-macro_rules! on_both_stores {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                ($body)(Backend::Postgres).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                ($body)(Backend::Sqlite).await;
-            }
-        }
-    };
-}
 
 /// Everything a refusal must leave untouched: the current designation and the whole chain.
 async fn designation_state(service: &TestService, cluster: &str) -> (Value, Value) {

@@ -4,6 +4,7 @@
 //! with `pushRuntimeChanged`, reported states and `running_assignments`, and the node methods
 //! refused over HTTP.
 
+#[macro_use]
 mod support;
 
 use cloudly::api::Limits;
@@ -16,25 +17,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use support::node_agent::{NodeAgent, WAIT, node_bearer};
 use support::service::{Backend, TestService, designation_request, reference_of, spec_body};
-
-/// Runs one async test body on both backends.
-macro_rules! on_both_stores {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                ($body)(Backend::Postgres).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                ($body)(Backend::Sqlite).await;
-            }
-        }
-    };
-}
 
 fn id(text: &str) -> Id {
     Id::parse(text).unwrap()

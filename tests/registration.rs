@@ -5,6 +5,7 @@
 //! fails; each asserts the exact error text and data, the `retryAfterMs`, that the seed's reader
 //! and validator accept the data, and that nothing was recorded.
 
+#[macro_use]
 mod support;
 
 use cloudly::client::TypedError;
@@ -24,25 +25,7 @@ use support::ingress::{
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{Backend, Peer, TestService, spec_body};
 use tokio::sync::{Notify, oneshot};
-
-/// Runs one async test body on both backends.
-macro_rules! on_both_stores {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                ($body)(Backend::Postgres).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                ($body)(Backend::Sqlite).await;
-            }
-        }
-    };
-}
+use tokio::task::JoinHandle;
 
 /// Asserts the refusal of `reason` with the default `retryAfterMs`.
 fn expect_refusal(result: Result<Value, TypedError>, reason: RefusalReason) {
@@ -394,8 +377,9 @@ on_both_stores!(bearer_refused_for_any_other_bearer, |backend| async move {
     world.stop().await;
 });
 
-/// Installs a commit gate that signals `reached` and waits for `release` (once).
-fn gate(world: &IngressWorld) -> (oneshot::Receiver<()>, Arc<Notify>) {
+/// A registration of the world's valid request, held at its commit (after every read) by the
+/// commit gate: answers its task and the release. The window is deterministic, not a sleep race.
+async fn held_at_commit(world: &IngressWorld) -> (JoinHandle<Result<Value, TypedError>>, Arc<Notify>) {
     let (reached, reached_rx) = oneshot::channel();
     let reached = Arc::new(std::sync::Mutex::new(Some(reached)));
     let release = Arc::new(Notify::new());
@@ -410,46 +394,32 @@ fn gate(world: &IngressWorld) -> (oneshot::Receiver<()>, Arc<Notify>) {
             }
         })
     })));
-    (reached_rx, release)
+    let client = world.service.client.clone();
+    let (request, token) = (world.registration(), world.token.clone());
+    let pending = tokio::spawn(async move { register(&client, request, Some(&token)).await });
+    tokio::time::timeout(support::node_agent::WAIT, reached_rx)
+        .await
+        .expect("the registration reaches its commit")
+        .unwrap();
+    (pending, release)
 }
 
 on_both_stores!(conflict_when_the_facts_change_between_the_reads_and_the_commit, |backend| async move {
     let mut world = IngressWorld::build(backend).await;
     // Nothing changes in the window: accepted.
-    let (reached, release) = gate(&world);
-    let client = world.service.client.clone();
-    let (request, token) = (world.registration(), world.token.clone());
-    let pending = tokio::spawn(async move { register(&client, request, Some(&token)).await });
-    tokio::time::timeout(support::node_agent::WAIT, reached)
-        .await
-        .expect("the registration reaches its commit")
-        .unwrap();
+    let (pending, release) = held_at_commit(&world).await;
     release.notify_one();
     pending.await.unwrap().expect("accepted when nothing changed");
 
     // The designation rotates in the window.
-    let (reached, release) = gate(&world);
-    let client = world.service.client.clone();
-    let (request, token) = (world.registration(), world.token.clone());
-    let pending = tokio::spawn(async move { register(&client, request, Some(&token)).await });
-    tokio::time::timeout(support::node_agent::WAIT, reached)
-        .await
-        .expect("the registration reaches its commit")
-        .unwrap();
+    let (pending, release) = held_at_commit(&world).await;
     world.rotate("m2").await;
     release.notify_one();
     expect_refusal(pending.await.unwrap(), RefusalReason::Conflict);
     world.run_ingress().await;
 
     // The node opens a new session in the window.
-    let (reached, release) = gate(&world);
-    let client = world.service.client.clone();
-    let (request, token) = (world.registration(), world.token.clone());
-    let pending = tokio::spawn(async move { register(&client, request, Some(&token)).await });
-    tokio::time::timeout(support::node_agent::WAIT, reached)
-        .await
-        .expect("the registration reaches its commit")
-        .unwrap();
+    let (pending, release) = held_at_commit(&world).await;
     let renewed = NodeAgent::connect(&world.service).await;
     world.session = renewed.open(CLUSTER, NODE, &world.node_bearer).await;
     world.agent = renewed;
@@ -458,14 +428,7 @@ on_both_stores!(conflict_when_the_facts_change_between_the_reads_and_the_commit,
     world.report("ready").await;
 
     // The assignment stops being ready in the window.
-    let (reached, release) = gate(&world);
-    let client = world.service.client.clone();
-    let (request, token) = (world.registration(), world.token.clone());
-    let pending = tokio::spawn(async move { register(&client, request, Some(&token)).await });
-    tokio::time::timeout(support::node_agent::WAIT, reached)
-        .await
-        .expect("the registration reaches its commit")
-        .unwrap();
+    let (pending, release) = held_at_commit(&world).await;
     world.report("failed").await;
     release.notify_one();
     expect_refusal(pending.await.unwrap(), RefusalReason::Conflict);

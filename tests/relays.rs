@@ -2,6 +2,7 @@
 //! over real HTTP, on PostgreSQL and on SQLite (`04-registration.md`, "Relays" and "Route
 //! table"; relay principals in `02-wire.md`).
 
+#[macro_use]
 mod support;
 
 use cloudly::api::Limits;
@@ -13,25 +14,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use support::service::{Backend, Peer, TestService, spec_body};
-
-/// Runs one async test body on both backends.
-macro_rules! on_both_stores {
-    ($name:ident, $body:expr) => {
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                ($body)(Backend::Postgres).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                ($body)(Backend::Sqlite).await;
-            }
-        }
-    };
-}
 
 /// Calls `method` with `request` and, when given, `authInfo.jwt = token` (no identity added).
 async fn relay_call(client: &Client, method: &str, request: Value, token: Option<&str>) -> Result<Value, TypedError> {

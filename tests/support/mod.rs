@@ -26,6 +26,27 @@ pub fn cases<'a>(vector: &'a Value, key: &str) -> Vec<(String, &'a Value)> {
         .map(|(index, case)| (case["name"].as_str().map_or_else(|| format!("{key}[{index}]"), str::to_owned), case))
         .collect()
 }
+/// Runs one async test body on both backends: `mod $name { fn postgres, fn sqlite }`, each a
+/// multi-threaded tokio test calling `$body(Backend::…)` (`Backend` must be in scope).
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                ($body)(Backend::Postgres).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                ($body)(Backend::Sqlite).await;
+            }
+        }
+    };
+}
+
 pub mod ingress;
 pub mod node_agent;
 pub mod service;
