@@ -59,8 +59,13 @@ impl PostgresStore {
 
     /// Connects a pool with explicit connect options. Does not migrate.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
+        // No ping before every acquire (`test_before_acquire`): it is a round trip per request,
+        // and sqlx already pings every connection when it returns to the pool, closing a broken
+        // one there. A connection that breaks while idle fails its next statement, which answers
+        // `store-unavailable` for that one request; sqlx then discards the connection.
         let pool = PgPoolOptions::new()
             .max_connections(POSTGRES_POOL_SIZE)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
