@@ -144,8 +144,7 @@ impl Controller {
         self.authorize(request, Access::Read)?;
         request_members(request, &["clusterId"], &[])?;
         let cluster_id = id_member(request, "clusterId")?;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        Ok(self.store.current_designation(&cluster_id).await?)
+        self.store.cluster_designation(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
     }
 
     /// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }` →

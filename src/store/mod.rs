@@ -306,6 +306,14 @@ pub trait Store: relays::RelayStore + sessions::SessionStore + Send + Sync + 'st
     /// The cluster's current Pallet ingress designation.
     async fn current_designation(&self, cluster_id: &Id) -> Result<Option<ClusterIngressDesignation>, StoreError>;
 
+    /// The cluster's current Pallet ingress designation, read together with the cluster's
+    /// existence in one query: `None` when the cluster does not exist, `Some(None)` when it holds
+    /// no designation.
+    async fn cluster_designation(
+        &self,
+        cluster_id: &Id,
+    ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError>;
+
     /// The designation chain of a cluster, oldest first, from `from_generation`, at most `limit`.
     async fn list_designations(
         &self,

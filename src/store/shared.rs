@@ -461,6 +461,24 @@ macro_rules! sql_store {
                     head_designation(&mut connection, cluster_id).await
                 }
 
+                async fn cluster_designation(
+                    &self,
+                    cluster_id: &Id,
+                ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
+                    let row = sqlx::query(
+                        "SELECT d.record FROM clusters c \
+                         LEFT JOIN ingress_designation_heads h ON h.cluster_id = c.id \
+                         LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
+                         WHERE c.id = $1",
+                    )
+                    .bind(cluster_id.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    let record: Option<String> = row.try_get("record")?;
+                    Ok(Some(record.map(|text| read_designation(&text)).transpose()?))
+                }
+
                 async fn list_designations(
                     &self,
                     cluster_id: &Id,
