@@ -768,6 +768,16 @@ async fn refused_designation_writes_nothing(context: Context) {
     let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
+    // So is one prepared against another spec revision than the service's current one.
+    let judge = |facts: &DesignationFacts| {
+        let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
+        write.designation.prepared_spec_revision += 1;
+        write.designation.digest = write.designation.compute_digest();
+        Ok(write)
+    };
+    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
+    nothing_written(&store, &broken).await;
 }
 
 fn refusal(outcome: DesignationCommit) -> DesignationRefusal {

@@ -329,8 +329,9 @@ pub trait Store: relays::RelayStore + sessions::SessionStore + Send + Sync + 'st
     /// A mutation id already recorded for the cluster answers `MutationExists` without asking the
     /// judge. For an unknown cluster the judge is asked with `cluster: None` (and nothing can be
     /// written). An accepted write must be the next generation of the cluster's chain for this
-    /// service and mutation, name the sealed secret, and carry its true digest; otherwise nothing
-    /// is written and the answer is [`StoreError::Corrupt`] (a bug in the judge).
+    /// service and mutation, be prepared against the service's current spec (which the answer
+    /// carries), name the sealed secret, and carry its true digest; otherwise nothing is written
+    /// and the answer is [`StoreError::Corrupt`] (a bug in the judge).
     async fn commit_designation(
         &self,
         cluster_id: &Id,
