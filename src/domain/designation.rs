@@ -111,7 +111,9 @@ impl Controller {
                     actor = %designation.actor_id,
                     "cluster ingress designation accepted"
                 );
-                self.assignments_changed(&designation.cluster_id).await;
+                // "Mark the ingress service's assignments for re-issue": the reconcile runs in the
+                // background (every node ask reconciles first as well).
+                self.assignments_changed_in_background(&designation.cluster_id);
                 Ok(DesignationAnswer { designation, spec, replayed: false })
             }
             DesignationCommit::Refused(refusal) => Err(refusal_error(refusal)),

@@ -14,6 +14,7 @@ pub mod secrets;
 pub mod sessions;
 
 use crate::contract::designation::ClusterRuntimeReference;
+use crate::contract::session::{ControllerKind, ControllerReference};
 use crate::contract::{AuthorityReference, Id};
 use crate::keys::ControllerKeys;
 use crate::store::{MissingKind, SharedStore, StoreError};
@@ -153,6 +154,8 @@ pub struct Controller {
     pub route_tables: relays::RouteTableWatch,
     /// The node sockets of this process (`sessions`).
     pub links: Arc<sessions::NodeLinks>,
+    /// Reconciles assignments, also in the background (`assignments`).
+    reconciler: Arc<assignments::AssignmentReconciler>,
 }
 
 impl Controller {
@@ -169,6 +172,10 @@ impl Controller {
         settings: ControllerSettings,
     ) -> Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
+        let links: Arc<sessions::NodeLinks> = Arc::default();
+        let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
+        let reconciler =
+            Arc::new(assignments::AssignmentReconciler::new(store.clone(), keys.clone(), issuer, links.clone()));
         Controller {
             store,
             keys,
@@ -176,7 +183,8 @@ impl Controller {
             clock,
             settings,
             route_tables: relays::RouteTableWatch::default(),
-            links: Arc::default(),
+            links,
+            reconciler,
         }
     }
 
