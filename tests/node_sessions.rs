@@ -442,6 +442,45 @@ on_both_stores!(a_designation_reissues_the_assignments_in_the_background, |backe
     service.stop().await;
 });
 
+on_both_stores!(a_burst_of_designations_is_reissued_once_per_interval, |backend| async move {
+    let (service, _, _) = seeded(backend).await;
+    // A controller over the same store whose background runs of one cluster start at least 2 s
+    // apart: a burst within that time is one run at once and one re-run after the interval.
+    let settings = cloudly::domain::ControllerSettings {
+        assignment_reconcile_interval_ms: 2_000,
+        ..cloudly::domain::ControllerSettings::default()
+    };
+    let other = Controller::with_settings(service.store.clone(), service.keys.clone(), service.clock.clone(), settings);
+    let ingress = assignment_id(&id("c1"), &id("ingress"), 0);
+    let generation = || async {
+        let heads = service.store.node_assignments(&id("c1"), &node("node-1")).await.unwrap();
+        heads.into_iter().find(|stored| stored.signed.payload.id == ingress).unwrap().signed.payload.generation
+    };
+    let before = generation().await;
+    let admin = service.admin();
+    let started = std::time::Instant::now();
+    let mut current = Value::Null;
+    for index in 1..=5 {
+        let mut request = designation_request("c1", "ingress", &format!("m{index}"), 1, current.clone());
+        request["identity"] = admin.clone();
+        let answer = other.designate_cluster_ingress(request.as_object().unwrap()).await.unwrap();
+        current = reference_of(&DigestedRecord::to_value(&answer.designation));
+    }
+    assert!(started.elapsed() < std::time::Duration::from_millis(1_500), "the burst took too long to test this");
+    other.assignments_settled(&id("c1")).await;
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2_000), "the re-run waited for the interval");
+    let after = generation().await;
+    assert!((before + 1..=before + 2).contains(&after), "5 designations, {} reconciles", after - before);
+    let stored = service.store.get_assignment(&id("c1"), &ingress, after).await.unwrap().unwrap();
+    let designation = service.store.current_designation(&id("c1")).await.unwrap().unwrap();
+    let carries = stored.signed.payload.workload.environment.iter().any(|entry| {
+        matches!(&entry.source, cloudly::contract::assignment::EnvironmentSource::Secret(version)
+            if *version == designation.credential.secret_version)
+    });
+    assert!(carries, "the last run carries the last designation's credential");
+    service.stop().await;
+});
+
 on_both_stores!(a_cluster_without_relay_origin_gives_the_designated_ingress_no_assignment, |backend| async move {
     let (service, bearer, _) = seeded(backend).await;
     let cluster = |origin: Value| {

@@ -38,6 +38,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
@@ -238,29 +239,33 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
 /// Reconciles the assignments of clusters for this process: in the caller's task (a node's ask,
 /// an inventory write) or in the background (after a designation).
 ///
-/// **Background reconciles coalesce per cluster.** At most one runs per cluster in this process;
-/// a change that arrives while it runs makes it run once more when it ends (its facts are then
-/// read after that change committed), so a burst of designations costs one or two reconciles, not
-/// one each. The decision itself is taken under the cluster's lock in the store, so background
-/// runs, asks and other processes never issue two generations with one number.
+/// **Background reconciles coalesce per cluster.** At most one runs per cluster in this process,
+/// and two runs of one cluster start at least `interval` apart: a change that arrives while a run
+/// is in flight, or within the interval after its start, makes it run once more when the interval
+/// is over (its facts are then read after that change committed). A lone change is reconciled at
+/// once; a burst of designations is reconciled about once per interval, not once per designation. The decision itself is taken
+/// under the cluster's lock in the store, so background runs, asks and other processes never
+/// issue two generations with one number.
 pub struct AssignmentReconciler {
     store: SharedStore,
     keys: Arc<ControllerKeys>,
     controller: ControllerReference,
     links: Arc<NodeLinks>,
+    /// The shortest time between the starts of two background runs of one cluster.
+    interval: Duration,
     /// The clusters with a background reconcile in flight.
     running: Mutex<HashMap<Id, BackgroundRun>>,
 }
 
 struct BackgroundRun {
-    /// A change arrived while the run was in flight: run once more.
-    again: bool,
-    /// Becomes true when the run and its re-run have ended (or the task is gone).
-    settled: watch::Receiver<bool>,
+    /// How many changes were scheduled for the cluster while this task lives.
+    requested: u64,
+    /// The `requested` count that the last finished run read the facts after (so covered).
+    reconciled: watch::Receiver<u64>,
 }
 
-/// Removes a background run's entry if its task ends without doing so (a panic, or the runtime
-/// shutting down), so the cluster's next change starts a new run.
+/// Removes a background task's entry if the task ends without doing so (a panic, or the runtime
+/// shutting down), so the cluster's next change starts a new task.
 struct RunGuard<'a> {
     reconciler: &'a AssignmentReconciler,
     cluster_id: &'a Id,
@@ -277,14 +282,16 @@ impl Drop for RunGuard<'_> {
 
 impl AssignmentReconciler {
     /// A reconciler issuing assignments as `controller`, signed with `keys.signing`, pushing
-    /// changes through `links`.
+    /// changes through `links`, starting background runs of one cluster at most once per
+    /// `interval`.
     pub fn new(
         store: SharedStore,
         keys: Arc<ControllerKeys>,
         controller: ControllerReference,
         links: Arc<NodeLinks>,
+        interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, keys, controller, links, running: Mutex::default() }
+        AssignmentReconciler { store, keys, controller, links, interval, running: Mutex::default() }
     }
 
     fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<Id, BackgroundRun>> {
@@ -340,62 +347,63 @@ impl AssignmentReconciler {
 
     /// Reconciles the cluster in the background, coalesced with a run already in flight.
     pub fn schedule(self: &Arc<Self>, cluster_id: &Id) {
-        let settled = {
+        let reconciled = {
             let mut running = self.lock_running();
             if let Some(run) = running.get_mut(cluster_id) {
-                run.again = true;
+                run.requested += 1;
                 return;
             }
-            let (settled, receiver) = watch::channel(false);
-            running.insert(cluster_id.clone(), BackgroundRun { again: false, settled: receiver });
-            settled
+            let (reconciled, receiver) = watch::channel(0);
+            running.insert(cluster_id.clone(), BackgroundRun { requested: 1, reconciled: receiver });
+            reconciled
         };
         let reconciler = Arc::clone(self);
         let cluster_id = cluster_id.clone();
-        tokio::spawn(async move { reconciler.run_in_background(cluster_id, settled).await });
+        tokio::spawn(async move { reconciler.run_in_background(cluster_id, reconciled).await });
     }
 
-    async fn run_in_background(self: Arc<Self>, cluster_id: Id, settled: watch::Sender<bool>) {
+    /// One cluster's background task: runs, then waits out the interval; runs again if changes
+    /// arrived since the last run read its facts, else ends.
+    async fn run_in_background(self: Arc<Self>, cluster_id: Id, reconciled: watch::Sender<u64>) {
         let mut guard = RunGuard { reconciler: &self, cluster_id: &cluster_id, armed: true };
+        let mut covered = 0;
         loop {
+            // The changes scheduled so far committed before this run reads its facts.
+            let requested = self.lock_running().get(&cluster_id).map_or(covered, |run| run.requested);
+            let started = tokio::time::Instant::now();
             match self.reconcile_locked(&cluster_id).await {
                 Ok(nodes) => self.push_runtime_changed(&cluster_id, nodes, None),
                 // Best effort: the next change or the next node ask repairs it.
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
+            covered = requested;
+            reconciled.send_replace(covered);
+            tokio::time::sleep_until(started + self.interval).await;
             let mut running = self.lock_running();
-            match running.get_mut(&cluster_id) {
-                Some(run) if run.again => run.again = false,
-                _ => {
-                    running.remove(&cluster_id);
-                    guard.armed = false;
-                    break;
-                }
-            }
-        }
-        settled.send_replace(true);
-    }
-
-    /// Waits until the cluster has no background reconcile in flight in this process.
-    pub async fn settled(&self, cluster_id: &Id) {
-        let receiver = self.lock_running().get(cluster_id).map(|run| run.settled.clone());
-        if let Some(mut receiver) = receiver {
-            // An error means the task is gone, which also ends the run.
-            let _ = receiver.wait_for(|settled| *settled).await;
-        }
-    }
-
-    /// Waits until no cluster has a background reconcile in flight in this process.
-    pub async fn all_settled(&self) {
-        loop {
-            let receivers: Vec<watch::Receiver<bool>> =
-                self.lock_running().values().map(|run| run.settled.clone()).collect();
-            if receivers.is_empty() {
+            if running.get(&cluster_id).is_none_or(|run| run.requested == covered) {
+                running.remove(&cluster_id);
+                guard.armed = false;
                 return;
             }
-            for mut receiver in receivers {
-                let _ = receiver.wait_for(|settled| *settled).await;
-            }
+        }
+    }
+
+    /// Waits until every change scheduled for the cluster before the call has been reconciled
+    /// by a background run of this process.
+    pub async fn settled(&self, cluster_id: &Id) {
+        let pending = self.lock_running().get(cluster_id).map(|run| (run.requested, run.reconciled.clone()));
+        if let Some((requested, mut reconciled)) = pending {
+            // An error means the task is gone, which ends its runs too.
+            let _ = reconciled.wait_for(|covered| *covered >= requested).await;
+        }
+    }
+
+    /// Waits until every change scheduled before the call, for any cluster, has been reconciled.
+    pub async fn all_settled(&self) {
+        let pending: Vec<(u64, watch::Receiver<u64>)> =
+            self.lock_running().values().map(|run| (run.requested, run.reconciled.clone())).collect();
+        for (requested, mut reconciled) in pending {
+            let _ = reconciled.wait_for(|covered| *covered >= requested).await;
         }
     }
 }
@@ -424,13 +432,13 @@ impl Controller {
         self.reconciler.schedule(cluster_id);
     }
 
-    /// Waits until this process has no background reconcile of the cluster in flight, so
-    /// everything changed before the call is reconciled.
+    /// Waits until every background reconcile this process scheduled for the cluster before
+    /// the call has run, so what those changes call for is issued.
     pub async fn assignments_settled(&self, cluster_id: &Id) {
         self.reconciler.settled(cluster_id).await;
     }
 
-    /// Waits until this process has no background reconcile in flight (a stopping server).
+    /// The same for every cluster (a stopping server).
     pub async fn all_assignments_settled(&self) {
         self.reconciler.all_settled().await;
     }

@@ -126,6 +126,9 @@ pub struct ControllerSettings {
     pub relay_lease_ms: u64,
     /// How long `getClusterIngressRouteTable` holds a call whose `knownRevision` is current.
     pub route_table_long_poll_ms: u64,
+    /// The shortest time between the starts of two background assignment reconciles of one
+    /// cluster: a burst of designations is re-issued once per interval, a lone one at once.
+    pub assignment_reconcile_interval_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -134,6 +137,7 @@ impl Default for ControllerSettings {
             controller_id: Id::parse("cloudly").expect("a valid id"),
             relay_lease_ms: 30_000,
             route_table_long_poll_ms: 25_000,
+            assignment_reconcile_interval_ms: 100,
         }
     }
 }
@@ -174,8 +178,13 @@ impl Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
         let links: Arc<sessions::NodeLinks> = Arc::default();
         let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
-        let reconciler =
-            Arc::new(assignments::AssignmentReconciler::new(store.clone(), keys.clone(), issuer, links.clone()));
+        let reconciler = Arc::new(assignments::AssignmentReconciler::new(
+            store.clone(),
+            keys.clone(),
+            issuer,
+            links.clone(),
+            std::time::Duration::from_millis(settings.assignment_reconcile_interval_ms),
+        ));
         Controller {
             store,
             keys,
