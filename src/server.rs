@@ -85,7 +85,8 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting, lets in-flight requests finish, and waits for the server to end.
+    /// Stops accepting, lets in-flight requests and background assignment reconciles finish, and
+    /// waits for the server to end.
     pub async fn stop(self) -> std::io::Result<()> {
         let _ = self.stop.send(true);
         self.task.await.unwrap_or(Ok(()))
@@ -99,16 +100,20 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let accepting = state.accepting.clone();
     let controller = state.controller.clone();
+    let draining = controller.clone();
     let app = api::router(state.clone());
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
                 accepting.store(false, Ordering::SeqCst);
-                controller.begin_draining();
-                controller.links.close_all();
+                draining.begin_draining();
+                draining.links.close_all();
             })
-            .await
+            .await;
+        // The background assignment reconciles of the last requests finish too.
+        controller.all_assignments_settled().await;
+        served
     });
     Ok(RunningServer { address, state, stop, task })
 }

@@ -369,6 +369,100 @@ on_both_stores!(a_rotation_issues_a_new_generation_and_pushes_the_node, |backend
     service.stop().await;
 });
 
+on_both_stores!(a_designation_reissues_the_assignments_in_the_background, |backend| async move {
+    let (service, bearer, _) = seeded(backend).await;
+    let controller = controller(&service);
+    let mut agent = NodeAgent::connect(&service).await;
+    let session = agent.open("c1", "node-1", &bearer).await;
+    let before = of_service(&assignments(&service, &agent, &session).await, "ingress")[0].clone();
+    agent.drain_pushes();
+    let stored_ingress = || async {
+        let stored = service.store.node_assignments(&id("c1"), &node("node-1")).await.unwrap();
+        let ingress: Vec<_> =
+            stored.into_iter().map(|stored| stored.signed.payload).filter(|a| a.service_id == id("ingress")).collect();
+        assert_eq!(ingress.len(), 1);
+        DigestedRecord::to_value(&ingress[0])
+    };
+
+    // Once the background reconcile has settled, the stored set (read past the domain, so no
+    // ask reconciled it) carries the designation's credential, and the node was told.
+    let first = service
+        .admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null))
+        .await["designation"]
+        .clone();
+    controller.assignments_settled(&id("c1")).await;
+    let after = stored_ingress().await;
+    assert_eq!(after["generation"], json!(before["generation"].as_u64().unwrap() + 1));
+    assert_eq!(environment(&after, "SERVEZONE_CLUSTER_INGRESS_BEARER")["secret"], first["credential"]["secretVersion"]);
+    let push = agent.next_push(WAIT).await.expect("the node is told its assignments changed");
+    assert_eq!(push["request"], json!({ "kinds": ["assignments"] }));
+
+    // A burst of rotations coalesces; once settled, the set carries the last credential.
+    let mut current = first;
+    for index in 2..=6 {
+        let mutation = format!("m{index}");
+        current = service
+            .admin_call(
+                "designateClusterIngress",
+                designation_request("c1", "ingress", &mutation, 1, reference_of(&current)),
+            )
+            .await["designation"]
+            .clone();
+    }
+    controller.assignments_settled(&id("c1")).await;
+    let last = stored_ingress().await;
+    assert_eq!(
+        environment(&last, "SERVEZONE_CLUSTER_INGRESS_BEARER")["secret"],
+        current["credential"]["secretVersion"]
+    );
+    assert!(last["generation"].as_u64().unwrap() > after["generation"].as_u64().unwrap());
+    // The node's ask finds nothing left to do.
+    assert_eq!(of_service(&assignments(&service, &agent, &session).await, "ingress")[0], &last);
+    // Nothing is pending any more: awaiting again returns at once.
+    controller.assignments_settled(&id("c1")).await;
+    controller.all_assignments_settled().await;
+    service.stop().await;
+});
+
+on_both_stores!(a_burst_of_designations_is_reissued_once_per_interval, |backend| async move {
+    let (service, _, _) = seeded(backend).await;
+    // A controller over the same store whose background runs of one cluster start at least 2 s
+    // apart: a burst within that time is one run at once and one re-run after the interval.
+    let settings = cloudly::domain::ControllerSettings {
+        assignment_reconcile_interval_ms: 2_000,
+        ..cloudly::domain::ControllerSettings::default()
+    };
+    let other = Controller::with_settings(service.store.clone(), service.keys.clone(), service.clock.clone(), settings);
+    let ingress = assignment_id(&id("c1"), &id("ingress"), 0);
+    let generation = || async {
+        let heads = service.store.node_assignments(&id("c1"), &node("node-1")).await.unwrap();
+        heads.into_iter().find(|stored| stored.signed.payload.id == ingress).unwrap().signed.payload.generation
+    };
+    let before = generation().await;
+    let admin = service.admin();
+    let started = std::time::Instant::now();
+    let mut current = Value::Null;
+    for index in 1..=5 {
+        let mut request = designation_request("c1", "ingress", &format!("m{index}"), 1, current.clone());
+        request["identity"] = admin.clone();
+        let answer = other.designate_cluster_ingress(request.as_object().unwrap()).await.unwrap();
+        current = reference_of(&DigestedRecord::to_value(&answer.designation));
+    }
+    assert!(started.elapsed() < std::time::Duration::from_millis(1_500), "the burst took too long to test this");
+    other.assignments_settled(&id("c1")).await;
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2_000), "the re-run waited for the interval");
+    let after = generation().await;
+    assert!((before + 1..=before + 2).contains(&after), "5 designations, {} reconciles", after - before);
+    let stored = service.store.get_assignment(&id("c1"), &ingress, after).await.unwrap().unwrap();
+    let designation = service.store.current_designation(&id("c1")).await.unwrap().unwrap();
+    let carries = stored.signed.payload.workload.environment.iter().any(|entry| {
+        matches!(&entry.source, cloudly::contract::assignment::EnvironmentSource::Secret(version)
+            if *version == designation.credential.secret_version)
+    });
+    assert!(carries, "the last run carries the last designation's credential");
+    service.stop().await;
+});
+
 on_both_stores!(a_cluster_without_relay_origin_gives_the_designated_ingress_no_assignment, |backend| async move {
     let (service, bearer, _) = seeded(backend).await;
     let cluster = |origin: Value| {
@@ -443,8 +537,10 @@ on_both_stores!(a_ready_report_makes_an_assignment_running_until_a_new_session, 
         .await
         .unwrap();
     assert_eq!(running().await.len(), 1);
-    // A new generation (the designation) is not running until reported.
+    // A new generation (the designation) is not running until reported. The designation
+    // re-issues the assignments in the background; wait for that reconcile.
     service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+    controller.assignments_settled(&cluster).await;
     assert!(running().await.is_empty());
     service.stop().await;
 });

@@ -620,11 +620,14 @@ async fn accepted_designation_is_recorded_for_replay(context: Context) {
     let store = context.migrated().await;
     inventory(&store).await;
     let cluster_id = id("c1");
+    assert_eq!(store.cluster_designation(&cluster_id).await.unwrap(), Some(None), "a cluster without one");
+    assert_eq!(store.cluster_designation(&id("c9")).await.unwrap(), None, "an unknown cluster");
     let first = Proposal::new(1, None);
     let (designation, spec) = first.accept(store.as_ref()).await;
     assert_eq!((designation.generation, designation.previous.clone()), (1, None));
     assert_eq!(spec, ServiceRuntimeSpec { body: spec_body("c1", "ingress", "ingress:1"), revision: 1 });
     assert_eq!(store.current_designation(&cluster_id).await.unwrap(), Some(designation.clone()));
+    assert_eq!(store.cluster_designation(&cluster_id).await.unwrap(), Some(Some(designation.clone())));
 
     // The sealed secret version is stored as given.
     let version = &designation.credential.secret_version;
@@ -652,6 +655,7 @@ async fn accepted_designation_is_recorded_for_replay(context: Context) {
     assert_eq!((rotated.generation, rotated.previous.clone()), (2, Some(designation.reference())));
     assert_eq!((rotated_spec.revision, rotated_spec.body.image.as_str()), (2, "ingress:2"));
     assert_eq!(store.current_designation(&cluster_id).await.unwrap(), Some(rotated.clone()));
+    assert_eq!(store.cluster_designation(&cluster_id).await.unwrap(), Some(Some(rotated.clone())));
 
     // The first mutation still replays its own designation and the spec it was prepared against.
     let replayed = store.find_designation_mutation(&cluster_id, &first.mutation_id).await.unwrap().unwrap();
@@ -764,6 +768,16 @@ async fn refused_designation_writes_nothing(context: Context) {
     let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
+    // So is one prepared against another spec revision than the service's current one.
+    let judge = |facts: &DesignationFacts| {
+        let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
+        write.designation.prepared_spec_revision += 1;
+        write.designation.digest = write.designation.compute_digest();
+        Ok(write)
+    };
+    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
+    nothing_written(&store, &broken).await;
 }
 
 fn refusal(outcome: DesignationCommit) -> DesignationRefusal {
@@ -868,6 +882,7 @@ async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
         .execute("UPDATE ingress_designations SET record = replace(record, '\"actorId\":\"user-27cd95a0\"', '\"actorId\":\"someone\"')")
         .await;
     assert!(matches!(store.current_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
+    assert!(matches!(store.cluster_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
     assert!(matches!(store.list_designations(&id("c1"), 1, 10).await, Err(StoreError::Corrupt(_))));
 }
 

@@ -12,13 +12,15 @@
 //! `relayOrigin` gets no assignment. Every generation is signed and kept.
 //!
 //! **When.** A reconcile runs when a node asks for its assignments and after every write that
-//! can change them (`putCluster`, `putClusterNode`, `putServiceRuntimeSpec`, `deleteService`,
-//! `designateClusterIngress`); the nodes whose set changed get `pushRuntimeChanged` down their
+//! can change them: in the writer's task after `putCluster`, `putClusterNode`,
+//! `putServiceRuntimeSpec` and `deleteService`, and in the background, coalesced per cluster,
+//! after an accepted `designateClusterIngress` ([`AssignmentReconciler`]), so the designation's
+//! answer does not wait for it. The nodes whose set changed get `pushRuntimeChanged` down their
 //! socket, best effort. The decision runs inside the store's transaction under the cluster's
 //! lock, so concurrent reconciles (also in other processes) never issue two different
 //! generations with one number.
 
-use super::sessions::{NODE_REQUEST_TIMEOUT, reference_member, string_member};
+use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks, reference_member, string_member};
 use super::{Controller, DomainError, request_members};
 use crate::contract::assignment::{
     EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
@@ -28,11 +30,16 @@ use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
 use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
+use crate::keys::ControllerKeys;
+use crate::store::SharedStore;
 use crate::store::sessions::{AssignmentChange, AssignmentFacts, AssignmentState};
 use ed25519_dalek::SigningKey;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
 pub const ASSIGNMENTS_KIND: &str = "assignments";
@@ -141,21 +148,36 @@ fn desired_assignments(facts: &AssignmentFacts, controller: &ControllerReference
     desired
 }
 
-/// The reconcile's decision: what to issue, activate and deactivate so the stored heads match
-/// what the facts call for. Pure but for signing.
-pub fn plan_assignments(
-    facts: &AssignmentFacts,
-    controller: &ControllerReference,
-    key: &SigningKey,
-) -> Vec<AssignmentChange> {
+/// One change a reconcile decided, before signing.
+enum PlannedChange {
+    /// A new generation, drafted with its generation and previous (no digest yet).
+    Issue(Box<RuntimeAssignment>),
+    /// The head generation enters or leaves its node's current set.
+    SetActive { id: Id, generation: u64, active: bool },
+}
+
+/// The reconcile's decision, unsigned: what to issue, activate and deactivate so the stored
+/// heads match what the facts call for. Pure.
+fn planned_changes(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<PlannedChange> {
     let desired = desired_assignments(facts, controller);
+    // Heads that leave their node's set, listed after the issues and activations.
+    let leaving: Vec<PlannedChange> = facts
+        .heads
+        .iter()
+        .filter(|head| head.active && !desired.contains_key(&head.signed.payload.id))
+        .map(|head| PlannedChange::SetActive {
+            id: head.signed.payload.id.clone(),
+            generation: head.signed.payload.generation,
+            active: false,
+        })
+        .collect();
     let mut changes = Vec::new();
-    for (id, mut draft) in desired.clone() {
+    for (id, mut draft) in desired {
         let head = facts.heads.iter().find(|head| head.signed.payload.id == id);
         match head {
             Some(head) if same_content(&head.signed.payload, &draft) => {
                 if !head.active {
-                    changes.push(AssignmentChange::SetActive {
+                    changes.push(PlannedChange::SetActive {
                         id,
                         generation: head.signed.payload.generation,
                         active: true,
@@ -167,22 +189,33 @@ pub fn plan_assignments(
                     draft.generation = head.signed.payload.generation + 1;
                     draft.previous = Some(head.signed.payload.reference());
                 }
-                draft.digest = draft.compute_digest();
-                changes.push(AssignmentChange::Issue(Box::new(sign(key, draft))));
+                changes.push(PlannedChange::Issue(Box::new(draft)));
             }
         }
     }
-    for head in &facts.heads {
-        let payload = &head.signed.payload;
-        if head.active && !desired.contains_key(&payload.id) {
-            changes.push(AssignmentChange::SetActive {
-                id: payload.id.clone(),
-                generation: payload.generation,
-                active: false,
-            });
-        }
-    }
+    changes.extend(leaving);
     changes
+}
+
+/// The reconcile's decision: what to issue, activate and deactivate so the stored heads match
+/// what the facts call for, every new generation digested and signed. Pure but for signing.
+pub fn plan_assignments(
+    facts: &AssignmentFacts,
+    controller: &ControllerReference,
+    key: &SigningKey,
+) -> Vec<AssignmentChange> {
+    planned_changes(facts, controller)
+        .into_iter()
+        .map(|change| match change {
+            PlannedChange::Issue(mut draft) => {
+                draft.digest = draft.compute_digest();
+                AssignmentChange::Issue(Box::new(sign(key, *draft)))
+            }
+            PlannedChange::SetActive { id, generation, active } => {
+                AssignmentChange::SetActive { id, generation, active }
+            }
+        })
+        .collect()
 }
 
 /// The nodes whose current set the changes touch.
@@ -203,39 +236,93 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
     nodes
 }
 
-impl Controller {
-    /// Brings the cluster's stored assignments in line with its specs, nodes and designation.
-    /// Answers the nodes whose current set changed. Cheap when nothing changed: the facts are
-    /// read without a lock first, and the locked transaction runs only when there is work.
-    pub async fn reconcile_assignments(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
-        let controller = self.controller_reference();
+/// Reconciles the assignments of clusters for this process: in the caller's task (a node's ask,
+/// an inventory write) or in the background (after a designation).
+///
+/// **Background reconciles coalesce per cluster.** At most one runs per cluster in this process,
+/// and two runs of one cluster start at least `interval` apart: a change that arrives while a run
+/// is in flight, or within the interval after its start, makes it run once more when the interval
+/// is over (its facts are then read after that change committed). A lone change is reconciled at
+/// once; a burst of designations is reconciled about once per interval, not once per designation. The decision itself is taken
+/// under the cluster's lock in the store, so background runs, asks and other processes never
+/// issue two generations with one number.
+pub struct AssignmentReconciler {
+    store: SharedStore,
+    keys: Arc<ControllerKeys>,
+    controller: ControllerReference,
+    links: Arc<NodeLinks>,
+    /// The shortest time between the starts of two background runs of one cluster.
+    interval: Duration,
+    /// The clusters with a background reconcile in flight.
+    running: Mutex<HashMap<Id, BackgroundRun>>,
+}
+
+struct BackgroundRun {
+    /// How many changes were scheduled for the cluster while this task lives.
+    requested: u64,
+    /// The `requested` count that the last finished run read the facts after (so covered).
+    reconciled: watch::Receiver<u64>,
+}
+
+/// Removes a background task's entry if the task ends without doing so (a panic, or the runtime
+/// shutting down), so the cluster's next change starts a new task.
+struct RunGuard<'a> {
+    reconciler: &'a AssignmentReconciler,
+    cluster_id: &'a Id,
+    armed: bool,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.reconciler.lock_running().remove(self.cluster_id);
+        }
+    }
+}
+
+impl AssignmentReconciler {
+    /// A reconciler issuing assignments as `controller`, signed with `keys.signing`, pushing
+    /// changes through `links`, starting background runs of one cluster at most once per
+    /// `interval`.
+    pub fn new(
+        store: SharedStore,
+        keys: Arc<ControllerKeys>,
+        controller: ControllerReference,
+        links: Arc<NodeLinks>,
+        interval: Duration,
+    ) -> Self {
+        AssignmentReconciler { store, keys, controller, links, interval, running: Mutex::default() }
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<Id, BackgroundRun>> {
+        self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reconciles now. Cheap when nothing changed: the facts are read without a lock and
+    /// planned without signing first; the locked transaction runs only when there is work.
+    async fn reconcile(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let facts = self.store.assignment_facts(cluster_id).await?;
-        if plan_assignments(&facts, &controller, &self.keys.signing).is_empty() {
+        if planned_changes(&facts, &self.controller).is_empty() {
             return Ok(BTreeSet::new());
         }
-        let touched = std::sync::Mutex::new(BTreeSet::new());
+        self.reconcile_locked(cluster_id).await
+    }
+
+    /// Reconciles now in one locked transaction: the facts are read, planned and signed once.
+    async fn reconcile_locked(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
+        let touched = Mutex::new(BTreeSet::new());
         let judge = |facts: &AssignmentFacts| {
-            let changes = plan_assignments(facts, &controller, &self.keys.signing);
-            *touched.lock().expect("never poisoned") = touched_nodes(facts, &changes);
+            let changes = plan_assignments(facts, &self.controller, &self.keys.signing);
+            *touched.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = touched_nodes(facts, &changes);
             changes
         };
         let written = self.store.commit_assignments(cluster_id, &judge).await?;
         if written.is_empty() {
             return Ok(BTreeSet::new());
         }
-        let nodes = touched.into_inner().expect("never poisoned");
+        let nodes = touched.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         tracing::info!(cluster = %cluster_id, changes = written.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)
-    }
-
-    /// After a write that may change the cluster's assignments: reconciles them and sends
-    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the connected nodes whose set changed.
-    /// Best effort: a failure is logged and never fails the write that called it.
-    pub async fn assignments_changed(&self, cluster_id: &Id) {
-        match self.reconcile_assignments(cluster_id).await {
-            Ok(nodes) => self.push_runtime_changed(cluster_id, nodes, None),
-            Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
-        }
     }
 
     /// Sends `pushRuntimeChanged { kinds: ["assignments"] }` to each node (but `except`) that has
@@ -258,6 +345,104 @@ impl Controller {
         }
     }
 
+    /// Reconciles the cluster in the background, coalesced with a run already in flight.
+    pub fn schedule(self: &Arc<Self>, cluster_id: &Id) {
+        let reconciled = {
+            let mut running = self.lock_running();
+            if let Some(run) = running.get_mut(cluster_id) {
+                run.requested += 1;
+                return;
+            }
+            let (reconciled, receiver) = watch::channel(0);
+            running.insert(cluster_id.clone(), BackgroundRun { requested: 1, reconciled: receiver });
+            reconciled
+        };
+        let reconciler = Arc::clone(self);
+        let cluster_id = cluster_id.clone();
+        tokio::spawn(async move { reconciler.run_in_background(cluster_id, reconciled).await });
+    }
+
+    /// One cluster's background task: runs, then waits out the interval; runs again if changes
+    /// arrived since the last run read its facts, else ends.
+    async fn run_in_background(self: Arc<Self>, cluster_id: Id, reconciled: watch::Sender<u64>) {
+        let mut guard = RunGuard { reconciler: &self, cluster_id: &cluster_id, armed: true };
+        let mut covered = 0;
+        loop {
+            // The changes scheduled so far committed before this run reads its facts.
+            let requested = self.lock_running().get(&cluster_id).map_or(covered, |run| run.requested);
+            let started = tokio::time::Instant::now();
+            match self.reconcile_locked(&cluster_id).await {
+                Ok(nodes) => self.push_runtime_changed(&cluster_id, nodes, None),
+                // Best effort: the next change or the next node ask repairs it.
+                Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
+            }
+            covered = requested;
+            reconciled.send_replace(covered);
+            tokio::time::sleep_until(started + self.interval).await;
+            let mut running = self.lock_running();
+            if running.get(&cluster_id).is_none_or(|run| run.requested == covered) {
+                running.remove(&cluster_id);
+                guard.armed = false;
+                return;
+            }
+        }
+    }
+
+    /// Waits until every change scheduled for the cluster before the call has been reconciled
+    /// by a background run of this process.
+    pub async fn settled(&self, cluster_id: &Id) {
+        let pending = self.lock_running().get(cluster_id).map(|run| (run.requested, run.reconciled.clone()));
+        if let Some((requested, mut reconciled)) = pending {
+            // An error means the task is gone, which ends its runs too.
+            let _ = reconciled.wait_for(|covered| *covered >= requested).await;
+        }
+    }
+
+    /// Waits until every change scheduled before the call, for any cluster, has been reconciled.
+    pub async fn all_settled(&self) {
+        let pending: Vec<(u64, watch::Receiver<u64>)> =
+            self.lock_running().values().map(|run| (run.requested, run.reconciled.clone())).collect();
+        for (requested, mut reconciled) in pending {
+            let _ = reconciled.wait_for(|covered| *covered >= requested).await;
+        }
+    }
+}
+
+impl Controller {
+    /// Brings the cluster's stored assignments in line with its specs, nodes and designation,
+    /// now. Answers the nodes whose current set changed.
+    pub async fn reconcile_assignments(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
+        self.reconciler.reconcile(cluster_id).await
+    }
+
+    /// After a write that may change the cluster's assignments: reconciles them and sends
+    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the connected nodes whose set changed.
+    /// Best effort: a failure is logged and never fails the write that called it.
+    pub async fn assignments_changed(&self, cluster_id: &Id) {
+        match self.reconcile_assignments(cluster_id).await {
+            Ok(nodes) => self.reconciler.push_runtime_changed(cluster_id, nodes, None),
+            Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
+        }
+    }
+
+    /// Like [`Controller::assignments_changed`], but in the background, off the caller's path:
+    /// the reconcile and its pushes run in their own task, coalesced per cluster (see
+    /// [`AssignmentReconciler`]). [`Controller::assignments_settled`] awaits it.
+    pub fn assignments_changed_in_background(&self, cluster_id: &Id) {
+        self.reconciler.schedule(cluster_id);
+    }
+
+    /// Waits until every background reconcile this process scheduled for the cluster before
+    /// the call has run, so what those changes call for is issued.
+    pub async fn assignments_settled(&self, cluster_id: &Id) {
+        self.reconciler.settled(cluster_id).await;
+    }
+
+    /// The same for every cluster (a stopping server).
+    pub async fn all_assignments_settled(&self) {
+        self.reconciler.all_settled().await;
+    }
+
     /// `getRuntimeAssignments`: `{ session }` → `{ assignments }`, the node's current set,
     /// reconciled first, sorted by `payload.id`.
     pub async fn get_runtime_assignments(
@@ -268,7 +453,7 @@ impl Controller {
         request_members(request, &["session"], &[])?;
         let session = self.check_node_session(socket_session, request).await?;
         let changed = self.reconcile_assignments(&session.cluster_id).await?;
-        self.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
+        self.reconciler.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
             .store
             .node_assignments(&session.cluster_id, &session.node_id)

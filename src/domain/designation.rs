@@ -1,10 +1,10 @@
 //! `designateClusterIngress`, `getClusterIngressDesignation`, `listClusterIngressDesignations`
 //! (`03-designation.md`).
 //!
-//! The judgement order is the spec's: identity, request shape, replay, then — inside the store's
-//! transaction, under the cluster's lock — cluster, runtime, designation kind, service, spec
-//! revision, expected designation, and the write. The compare-and-swap is that transaction's
-//! commit.
+//! The judgement order is the spec's: identity, request shape, then — inside the store's
+//! transaction, under the cluster's lock — replay (the store answers a recorded mutation id before
+//! the judge is asked), cluster, runtime, designation kind, service, spec revision, expected
+//! designation, and the write. The compare-and-swap is that transaction's commit.
 
 use super::identity::Access;
 use super::secrets::{self, Bearer};
@@ -62,78 +62,78 @@ impl Controller {
         let request_canonical = canonical(&serde_json::to_value(&designation_request).expect("requests serialize"))
             .expect("requests are canonical");
 
-        // A racing request with the same mutation id may commit between our replay read and our
-        // transaction; the store then answers `MutationExists` and the second pass replays it.
-        for _ in 0..2 {
-            if let Some(recorded) = self
-                .store
-                .find_designation_mutation(&designation_request.cluster_id, &designation_request.mutation_id)
-                .await?
-            {
-                return if recorded.request_canonical == request_canonical {
+        let bearer = Bearer::generate(INGRESS_BEARER_PREFIX).map_err(|_| DomainError::Internal)?;
+        let fresh = FreshIdentity {
+            designation_id: fresh_id("designation"),
+            credential_id: fresh_id("cred"),
+            secret_id: fresh_id("secret"),
+            secret_version_id: fresh_id("sv"),
+        };
+        let nonce = secrets::fresh_nonce().map_err(|_| DomainError::Internal)?;
+        let accepted_at = self.clock.now_ms();
+        let secret_key = self.keys.secret_key();
+        let judge = |facts: &DesignationFacts| {
+            judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(|designation| {
+                let secret_version = &designation.credential.secret_version;
+                let secret = secrets::seal_with_nonce(
+                    secret_key,
+                    &secret_version.secret_id,
+                    &secret_version.secret_version_id,
+                    &bearer,
+                    nonce,
+                );
+                DesignationWrite {
+                    designation,
+                    secret,
+                    mutation_id: designation_request.mutation_id.clone(),
+                    request_canonical: request_canonical.clone(),
+                }
+            })
+        };
+        // The store answers a recorded mutation id (a replay) before the judge is asked, inside the
+        // transaction and under the cluster's lock, so a racing twin that committed first is
+        // replayed too.
+        let commit = self
+            .store
+            .commit_designation(
+                &designation_request.cluster_id,
+                &designation_request.ingress_service_id,
+                &designation_request.mutation_id,
+                &judge,
+            )
+            .await?;
+        match commit {
+            DesignationCommit::Accepted { designation, spec } => {
+                tracing::info!(
+                    cluster = %designation.cluster_id,
+                    service = %designation.ingress_service_id,
+                    generation = designation.generation,
+                    actor = %designation.actor_id,
+                    "cluster ingress designation accepted"
+                );
+                // "Mark the ingress service's assignments for re-issue": the reconcile runs in the
+                // background (every node ask reconciles first as well).
+                self.assignments_changed_in_background(&designation.cluster_id);
+                Ok(DesignationAnswer { designation, spec, replayed: false })
+            }
+            DesignationCommit::Refused(refusal) => Err(refusal_error(refusal)),
+            DesignationCommit::MutationExists => {
+                // Mutation records are never deleted, so the recorded one is there to answer.
+                let Some(recorded) = self
+                    .store
+                    .find_designation_mutation(&designation_request.cluster_id, &designation_request.mutation_id)
+                    .await?
+                else {
+                    tracing::error!("a recorded designation mutation cannot be read back");
+                    return Err(DomainError::Internal);
+                };
+                if recorded.request_canonical == request_canonical {
                     Ok(DesignationAnswer { designation: recorded.designation, spec: recorded.spec, replayed: true })
                 } else {
                     Err(DomainError::MutationConflict)
-                };
-            }
-
-            let bearer = Bearer::generate(INGRESS_BEARER_PREFIX).map_err(|_| DomainError::Internal)?;
-            let fresh = FreshIdentity {
-                designation_id: fresh_id("designation"),
-                credential_id: fresh_id("cred"),
-                secret_id: fresh_id("secret"),
-                secret_version_id: fresh_id("sv"),
-            };
-            let nonce = secrets::fresh_nonce().map_err(|_| DomainError::Internal)?;
-            let accepted_at = self.clock.now_ms();
-            let secret_key = self.keys.secret_key();
-            let judge = |facts: &DesignationFacts| {
-                judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(
-                    |designation| {
-                        let secret_version = &designation.credential.secret_version;
-                        let secret = secrets::seal_with_nonce(
-                            secret_key,
-                            &secret_version.secret_id,
-                            &secret_version.secret_version_id,
-                            &bearer,
-                            nonce,
-                        );
-                        DesignationWrite {
-                            designation,
-                            secret,
-                            mutation_id: designation_request.mutation_id.clone(),
-                            request_canonical: request_canonical.clone(),
-                        }
-                    },
-                )
-            };
-            let commit = self
-                .store
-                .commit_designation(
-                    &designation_request.cluster_id,
-                    &designation_request.ingress_service_id,
-                    &designation_request.mutation_id,
-                    &judge,
-                )
-                .await?;
-            match commit {
-                DesignationCommit::Accepted { designation, spec } => {
-                    tracing::info!(
-                        cluster = %designation.cluster_id,
-                        service = %designation.ingress_service_id,
-                        generation = designation.generation,
-                        actor = %designation.actor_id,
-                        "cluster ingress designation accepted"
-                    );
-                    self.assignments_changed(&designation.cluster_id).await;
-                    return Ok(DesignationAnswer { designation, spec, replayed: false });
                 }
-                DesignationCommit::Refused(refusal) => return Err(refusal_error(refusal)),
-                DesignationCommit::MutationExists => continue,
             }
         }
-        tracing::error!("designation mutation neither committed nor replayable after a retry");
-        Err(DomainError::Internal)
     }
 
     /// `getClusterIngressDesignation`: `{ identity, clusterId }` → `{ designation | null }`.
@@ -144,8 +144,7 @@ impl Controller {
         self.authorize(request, Access::Read)?;
         request_members(request, &["clusterId"], &[])?;
         let cluster_id = id_member(request, "clusterId")?;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        Ok(self.store.current_designation(&cluster_id).await?)
+        self.store.cluster_designation(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
     }
 
     /// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }` →

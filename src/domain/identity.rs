@@ -3,13 +3,19 @@
 //!
 //! The JWT library (`jsonwebtoken`) checks the signature; expiry is checked here against the
 //! caller's clock (passed in), so tests control time and no leeway hides an expired identity.
+//! A token whose signature verified is remembered by its SHA-256 (never the token) with its claims,
+//! in a bounded table, so the Ed25519 check runs once per token, not once per request; fields and
+//! expiry are still checked on every use.
 
 use crate::contract::Id;
 use crate::contract::reader::{self, Record};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// `IIdentity['role']`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +80,16 @@ pub enum IdentityType {
     Machine,
 }
 
+impl IdentityType {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentityType::Human => "human",
+            IdentityType::Machine => "machine",
+        }
+    }
+}
+
 /// `IIdentity`, as issued and presented. `jwt` is a bearer credential: `Debug` redacts it.
 #[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -115,7 +131,7 @@ pub struct Caller {
     pub role: Role,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Claims {
     sub: String,
     name: String,
@@ -197,20 +213,94 @@ pub fn issue_identity(
     Ok(Identity { name: name.clone(), user_id: user_id.clone(), identity_type, role, expires_at, jwt })
 }
 
+/// How many verified tokens an [`IdentityVerifier`] remembers.
+pub const VERIFIED_TOKEN_CACHE_SIZE: usize = 4096;
+
+/// Tokens whose signature verified, keyed by the SHA-256 of the token (the token itself is not
+/// kept), with the claims they carry. Bounded: the oldest entry leaves first.
+struct VerifiedTokens {
+    capacity: usize,
+    claims: HashMap<[u8; 32], Arc<Claims>>,
+    order: VecDeque<[u8; 32]>,
+}
+
+impl VerifiedTokens {
+    fn get(&self, key: &[u8; 32]) -> Option<Arc<Claims>> {
+        self.claims.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: [u8; 32], claims: Arc<Claims>) {
+        if self.capacity == 0 || self.claims.contains_key(&key) {
+            return;
+        }
+        while self.claims.len() >= self.capacity {
+            let Some(oldest) = self.order.pop_front() else { break };
+            self.claims.remove(&oldest);
+        }
+        self.claims.insert(key, claims);
+        self.order.push_back(key);
+    }
+
+    fn remove(&mut self, key: &[u8; 32]) {
+        if self.claims.remove(key).is_some() {
+            self.order.retain(|entry| entry != key);
+        }
+    }
+}
+
 /// Verifies `request.identity` against the controller's identity key at `now_ms`.
+///
+/// The Ed25519 signature of a token is checked once: a token that verified is remembered (by its
+/// SHA-256, with its claims; at most [`VERIFIED_TOKEN_CACHE_SIZE`]), and its next uses skip only
+/// the signature check. The identity's fields are compared with the claims and the expiry with
+/// the clock on every use; a token that fails to verify is never remembered.
 pub struct IdentityVerifier {
     key: DecodingKey,
     validation: Validation,
+    verified: Mutex<VerifiedTokens>,
 }
 
 impl IdentityVerifier {
     /// A verifier for identities signed by `public_key`.
     pub fn new(public_key: &VerifyingKey) -> Self {
+        Self::with_cache_capacity(public_key, VERIFIED_TOKEN_CACHE_SIZE)
+    }
+
+    /// A verifier that remembers at most `capacity` verified tokens (0: none).
+    pub fn with_cache_capacity(public_key: &VerifyingKey, capacity: usize) -> Self {
         let mut validation = Validation::new(Algorithm::EdDSA);
         // Expiry is checked against the caller's clock below, without leeway.
         validation.validate_exp = false;
         validation.required_spec_claims.clear();
-        IdentityVerifier { key: DecodingKey::from_ed_der(public_key.as_bytes()), validation }
+        IdentityVerifier {
+            key: DecodingKey::from_ed_der(public_key.as_bytes()),
+            validation,
+            verified: Mutex::new(VerifiedTokens { capacity, claims: HashMap::new(), order: VecDeque::new() }),
+        }
+    }
+
+    fn lock_verified(&self) -> std::sync::MutexGuard<'_, VerifiedTokens> {
+        self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many verified tokens are remembered.
+    pub fn remembered_tokens(&self) -> usize {
+        self.lock_verified().claims.len()
+    }
+
+    /// The claims of a token whose signature verifies, from memory or checked now.
+    fn verified_claims(&self, jwt: &str) -> Result<(Arc<Claims>, [u8; 32]), IdentityRefusal> {
+        let key: [u8; 32] = Sha256::digest(jwt.as_bytes()).into();
+        if let Some(claims) = self.lock_verified().get(&key) {
+            return Ok((claims, key));
+        }
+        let claims = Arc::new(
+            jsonwebtoken::decode::<Claims>(jwt, &self.key, &self.validation)
+                .map_err(|_| IdentityRefusal::BadToken)?
+                .claims,
+        );
+        self.lock_verified().insert(key, claims.clone());
+        Ok((claims, key))
     }
 
     /// Verifies an `IIdentity` value.
@@ -225,18 +315,18 @@ impl IdentityVerifier {
         let role = Role::parse(read("role")?).ok_or(IdentityRefusal::Malformed)?;
         let expires_at = record.read("expiresAt", reader::counter).map_err(|_| IdentityRefusal::Malformed)?;
         let jwt = read("jwt")?;
-        let claims = jsonwebtoken::decode::<Claims>(jwt, &self.key, &self.validation)
-            .map_err(|_| IdentityRefusal::BadToken)?
-            .claims;
+        let (claims, key) = self.verified_claims(jwt)?;
         if claims.sub != user_id.as_str()
             || claims.name != name
-            || json!(claims.identity_type) != json!(identity_type)
+            || claims.identity_type.as_str() != identity_type
             || claims.role != role
             || claims.exp != expires_at / 1000
         {
             return Err(IdentityRefusal::Mismatch);
         }
         if now_ms >= expires_at {
+            // It stays refused; remembering it no longer saves anything.
+            self.lock_verified().remove(&key);
             return Err(IdentityRefusal::Expired);
         }
         Ok(Caller { user_id, role })
@@ -246,6 +336,7 @@ impl IdentityVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn key(byte: u8) -> SigningKey {
         SigningKey::from_bytes(&[byte; 32])
@@ -286,6 +377,89 @@ mod tests {
         assert_eq!(verifier.verify(Some(&extra), 1_000_001), Err(IdentityRefusal::Malformed));
         assert_eq!(verifier.verify(None, 1_000_001), Err(IdentityRefusal::Malformed));
         assert!(!format!("{identity:?}").contains(&identity.jwt));
+    }
+
+    #[test]
+    fn a_remembered_token_is_still_refused_once_expired_or_with_other_fields() {
+        let identity = issued(Role::Operator);
+        let verifier = IdentityVerifier::new(&key(7).verifying_key());
+        let value = serde_json::to_value(&identity).unwrap();
+        assert!(verifier.verify(Some(&value), 1_000_001).is_ok());
+        assert_eq!(verifier.remembered_tokens(), 1);
+        assert!(verifier.verify(Some(&value), 1_000_002).is_ok(), "a remembered token verifies");
+        assert_eq!(verifier.remembered_tokens(), 1);
+        // The fields are compared with the remembered claims on every use.
+        for (key, changed) in [
+            ("role", json!("admin")),
+            ("name", json!("Eve")),
+            ("userId", json!("user-2")),
+            ("type", json!("machine")),
+            ("expiresAt", json!(identity.expires_at + 3_600_000)),
+        ] {
+            let mut tampered = value.clone();
+            tampered[key] = changed;
+            assert_eq!(verifier.verify(Some(&tampered), 1_000_002), Err(IdentityRefusal::Mismatch), "{key}");
+        }
+        // The expiry is checked against the clock on every use, and an expired token is forgotten.
+        assert_eq!(verifier.verify(Some(&value), identity.expires_at), Err(IdentityRefusal::Expired));
+        assert_eq!(verifier.remembered_tokens(), 0);
+        assert_eq!(verifier.verify(Some(&value), identity.expires_at + 1), Err(IdentityRefusal::Expired));
+    }
+
+    #[test]
+    fn a_token_that_fails_to_verify_is_never_remembered() {
+        let identity = issued(Role::Admin);
+        let value = serde_json::to_value(&identity).unwrap();
+        // Signed by another key.
+        let other = IdentityVerifier::new(&key(8).verifying_key());
+        for _ in 0..2 {
+            assert_eq!(other.verify(Some(&value), 1_000_001), Err(IdentityRefusal::BadToken));
+        }
+        assert_eq!(other.remembered_tokens(), 0);
+        // A remembered token with its signature changed is another token, checked afresh.
+        let verifier = IdentityVerifier::new(&key(7).verifying_key());
+        assert!(verifier.verify(Some(&value), 1_000_001).is_ok());
+        let (unsigned, signature) = identity.jwt.rsplit_once('.').unwrap();
+        let flipped = if signature.starts_with('A') { "B" } else { "A" };
+        let mut forged = value.clone();
+        forged["jwt"] = json!(format!("{unsigned}.{flipped}{}", &signature[1..]));
+        assert_eq!(verifier.verify(Some(&forged), 1_000_001), Err(IdentityRefusal::BadToken));
+        assert_eq!(verifier.remembered_tokens(), 1);
+    }
+
+    #[test]
+    fn the_remembered_tokens_are_bounded_and_hold_no_token() {
+        let verifier = IdentityVerifier::with_cache_capacity(&key(7).verifying_key(), 3);
+        let subject = IdentitySubject {
+            name: "Ada".to_owned(),
+            user_id: Id::parse("user-1").unwrap(),
+            identity_type: IdentityType::Human,
+            role: Role::Viewer,
+        };
+        let identities: Vec<Identity> = (0..5)
+            .map(|index| issue_identity(&key(7), &subject, 1_000_000, 3_600_000, &format!("jti-{index}")).unwrap())
+            .collect();
+        for identity in &identities {
+            let value = serde_json::to_value(identity).unwrap();
+            assert!(verifier.verify(Some(&value), 1_000_001).is_ok());
+            assert!(verifier.remembered_tokens() <= 3);
+        }
+        assert_eq!(verifier.remembered_tokens(), 3);
+        // Forgotten ones verify again (checked afresh).
+        let value = serde_json::to_value(&identities[0]).unwrap();
+        assert!(verifier.verify(Some(&value), 1_000_001).is_ok());
+        let remembered = verifier.lock_verified();
+        for identity in &identities {
+            for (hash, claims) in &remembered.claims {
+                assert!(!format!("{claims:?}").contains(&identity.jwt));
+                assert_ne!(hash.as_slice(), identity.jwt.as_bytes());
+            }
+        }
+        drop(remembered);
+        // Capacity 0 remembers nothing.
+        let forgetful = IdentityVerifier::with_cache_capacity(&key(7).verifying_key(), 0);
+        assert!(forgetful.verify(Some(&value), 1_000_001).is_ok());
+        assert_eq!(forgetful.remembered_tokens(), 0);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod secrets;
 pub mod sessions;
 
 use crate::contract::designation::ClusterRuntimeReference;
+use crate::contract::session::{ControllerKind, ControllerReference};
 use crate::contract::{AuthorityReference, Id};
 use crate::keys::ControllerKeys;
 use crate::store::{MissingKind, SharedStore, StoreError};
@@ -135,6 +136,9 @@ pub struct ControllerSettings {
     pub route_table_long_poll_ms: u64,
     /// The `retryAfterMs` of each `registerClusterIngress` refusal reason.
     pub registration_retry_after: registration::RetryAfterTable,
+    /// The shortest time between the starts of two background assignment reconciles of one
+    /// cluster: a burst of designations is re-issued once per interval, a lone one at once.
+    pub assignment_reconcile_interval_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -144,6 +148,7 @@ impl Default for ControllerSettings {
             relay_lease_ms: 30_000,
             route_table_long_poll_ms: 25_000,
             registration_retry_after: registration::RetryAfterTable::default(),
+            assignment_reconcile_interval_ms: 100,
         }
     }
 }
@@ -168,6 +173,8 @@ pub struct Controller {
     draining: AtomicBool,
     /// The test seam of `registerClusterIngress` (`registration::RegistrationCommitGate`).
     registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
+    /// Reconciles assignments, also in the background (`assignments`).
+    reconciler: Arc<assignments::AssignmentReconciler>,
 }
 
 impl Controller {
@@ -184,6 +191,15 @@ impl Controller {
         settings: ControllerSettings,
     ) -> Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
+        let links: Arc<sessions::NodeLinks> = Arc::default();
+        let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
+        let reconciler = Arc::new(assignments::AssignmentReconciler::new(
+            store.clone(),
+            keys.clone(),
+            issuer,
+            links.clone(),
+            std::time::Duration::from_millis(settings.assignment_reconcile_interval_ms),
+        ));
         Controller {
             store,
             keys,
@@ -191,7 +207,8 @@ impl Controller {
             clock,
             settings,
             route_tables: relays::RouteTableWatch::default(),
-            links: Arc::default(),
+            links,
+            reconciler,
             draining: AtomicBool::new(false),
             registration_commit_gate: RwLock::new(None),
         }

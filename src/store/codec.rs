@@ -2,7 +2,7 @@
 //! reading rows back through the contract readers, checking what a designation judge decided,
 //! and the embedded migrations' bookkeeping. No SQL lives here.
 
-use super::{DesignationWrite, StoreError};
+use super::{DesignationFacts, DesignationWrite, StoreError};
 use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};
 use crate::contract::inventory::{
     ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization,
@@ -10,6 +10,7 @@ use crate::contract::inventory::{
 };
 use crate::contract::json::MAX_SAFE_INTEGER;
 use crate::contract::json::{canonical, parse_record_text};
+use crate::contract::kind::compute_digest;
 use crate::contract::{DigestedRecord, Id};
 use serde::Serialize;
 use serde_json::Value;
@@ -161,7 +162,12 @@ pub(crate) fn read_designation(text: &str) -> Result<ClusterIngressDesignation, 
         .map_err(|_| StoreError::Corrupt("stored ingress designation breaks the raw-text rules".into()))?;
     let designation = snapshot_cluster_ingress_designation(&value)
         .map_err(|_| StoreError::Corrupt("stored ingress designation does not read back".into()))?;
-    if designation.compute_digest() != designation.digest {
+    // The snapshot is exact, so the parsed value is the record's one serialization: hash it as read
+    // rather than serializing the record again.
+    let domain = ClusterIngressDesignation::KIND.domain().expect("a digested record kind has a domain");
+    let digest = compute_digest(domain, &value)
+        .map_err(|_| StoreError::Corrupt("stored ingress designation has no canonical form".into()))?;
+    if digest != designation.digest {
         return Err(StoreError::Corrupt("stored ingress designation digest does not match".into()));
     }
     Ok(designation)
@@ -173,17 +179,18 @@ pub(crate) fn hash_from_sql(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], Stor
 }
 
 /// Checks that what the judge decided to write is the next generation of this cluster's chain
-/// for this service and mutation, with a true digest and the secret it names. The judge is the
+/// for this service and mutation, prepared against the service's current spec (of the facts),
+/// with a true digest and the secret it names. The judge is the
 /// domain's; a write that breaks these rules is a programming error, refused before anything is
 /// written (reported as [`StoreError::Corrupt`], because storing it would corrupt the chain).
 pub(crate) fn check_designation_write(
     cluster_id: &Id,
     service_id: &Id,
     mutation_id: &Id,
-    current: Option<&ClusterIngressDesignation>,
+    facts: &DesignationFacts,
     write: &DesignationWrite,
 ) -> Result<(), StoreError> {
-    let designation = &write.designation;
+    let (current, designation) = (facts.current.as_ref(), &write.designation);
     let refuse = |rule: &str| Err(StoreError::Corrupt(format!("designation judge broke a store rule: {rule}")));
     if write.mutation_id != *mutation_id {
         return refuse("the write names another mutation id");
@@ -206,6 +213,9 @@ pub(crate) fn check_designation_write(
             return refuse("the designation does not link the current generation");
         }
         _ => {}
+    }
+    if facts.service.as_ref().map(|spec| spec.revision) != Some(designation.prepared_spec_revision) {
+        return refuse("the designation is not prepared against the service's current spec");
     }
     let secret_version = &designation.credential.secret_version;
     if secret_version.secret_id != write.secret.secret_id

@@ -310,6 +310,14 @@ pub trait Store:
     /// The cluster's current Pallet ingress designation.
     async fn current_designation(&self, cluster_id: &Id) -> Result<Option<ClusterIngressDesignation>, StoreError>;
 
+    /// The cluster's current Pallet ingress designation, read together with the cluster's
+    /// existence in one query: `None` when the cluster does not exist, `Some(None)` when it holds
+    /// no designation.
+    async fn cluster_designation(
+        &self,
+        cluster_id: &Id,
+    ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError>;
+
     /// The designation chain of a cluster, oldest first, from `from_generation`, at most `limit`.
     async fn list_designations(
         &self,
@@ -325,8 +333,9 @@ pub trait Store:
     /// A mutation id already recorded for the cluster answers `MutationExists` without asking the
     /// judge. For an unknown cluster the judge is asked with `cluster: None` (and nothing can be
     /// written). An accepted write must be the next generation of the cluster's chain for this
-    /// service and mutation, name the sealed secret, and carry its true digest; otherwise nothing
-    /// is written and the answer is [`StoreError::Corrupt`] (a bug in the judge).
+    /// service and mutation, be prepared against the service's current spec (which the answer
+    /// carries), name the sealed secret, and carry its true digest; otherwise nothing is written
+    /// and the answer is [`StoreError::Corrupt`] (a bug in the judge).
     async fn commit_designation(
         &self,
         cluster_id: &Id,

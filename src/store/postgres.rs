@@ -13,10 +13,11 @@ mod registrations;
 mod relays;
 mod sessions;
 
-use super::codec::{self, AppliedMigration, EmbeddedMigration};
-use super::{Backend, StoreError, StoredCluster};
+use super::codec::{self, AppliedMigration, EmbeddedMigration, counter_to_sql, record_text};
+use super::{Backend, DesignationWrite, StoreError, StoredCluster};
 use crate::contract::Id;
 use crate::contract::inventory::Organization;
+use sqlx::Row as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
@@ -65,8 +66,13 @@ impl PostgresStore {
 
     /// Connects a pool with explicit connect options. Does not migrate.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
+        // No ping before every acquire (`test_before_acquire`): it is a round trip per request,
+        // and sqlx already pings every connection when it returns to the pool, closing a broken
+        // one there. A connection that breaks while idle fails its next statement, which answers
+        // `store-unavailable` for that one request; sqlx then discards the connection.
         let pool = PgPoolOptions::new()
             .max_connections(POSTGRES_POOL_SIZE)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
@@ -92,6 +98,67 @@ async fn lock_cluster(connection: &mut PgConnection, cluster_id: &Id) -> Result<
         .fetch_optional(&mut *connection)
         .await?;
     row.map(|row| cluster_from_row(&row)).transpose()
+}
+
+/// The write of an accepted designation, in one statement: the guarded move of the head and,
+/// only when it moved (`FROM head`), the generation, the sealed secret and the mutation record.
+/// `$15` is the expected head generation of a rotation.
+macro_rules! designation_write_sql {
+    ($head:literal) => {
+        concat!(
+            "WITH head AS (",
+            $head,
+            " RETURNING cluster_id), \
+             designation AS (INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, \
+               ingress_service_id, prepared_spec_revision, record) SELECT $1, $2, $3, $4, $5, $6, $7 FROM head), \
+             secret AS (INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
+               SELECT $8, $9, $10, $11, $12 FROM head), \
+             mutation AS (INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, \
+               generation) SELECT $1, $13, $14, $2 FROM head) \
+             SELECT count(*) FROM head"
+        )
+    };
+}
+
+/// Writes an accepted designation after the judge, under the cluster's lock; false (nothing
+/// written) when the head is not at `current_generation`.
+async fn write_designation(
+    connection: &mut PgConnection,
+    cluster_id: &Id,
+    current_generation: Option<u64>,
+    write: &DesignationWrite,
+) -> Result<bool, StoreError> {
+    let sql = match current_generation {
+        None => designation_write_sql!(
+            "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
+             ON CONFLICT (cluster_id) DO NOTHING"
+        ),
+        Some(_) => designation_write_sql!(
+            "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $15"
+        ),
+    };
+    let designation = &write.designation;
+    let query = sqlx::query(sql)
+        .bind(cluster_id.as_str())
+        .bind(counter_to_sql(designation.generation, "designation generation")?)
+        .bind(designation.id.as_str())
+        .bind(designation.digest.as_str())
+        .bind(designation.ingress_service_id.as_str())
+        .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
+        .bind(record_text(designation, "ingress designation")?)
+        .bind(write.secret.secret_id.as_str())
+        .bind(write.secret.secret_version_id.as_str())
+        .bind(write.secret.nonce.as_slice())
+        .bind(write.secret.ciphertext.as_slice())
+        .bind(write.secret.value_hash.as_slice())
+        .bind(write.mutation_id.as_str())
+        .bind(&write.request_canonical);
+    let query = match current_generation {
+        None => query,
+        Some(current) => query.bind(counter_to_sql(current, "designation generation")?),
+    };
+    let moved: i64 = query.fetch_one(&mut *connection).await?.try_get(0)?;
+    Ok(moved == 1)
 }
 
 /// Begins a write transaction; its first statement locks the cluster row ([`lock_cluster`]).

@@ -13,7 +13,10 @@
 /// The backend module must define:
 /// - `async fn begin_write(pool) -> Result<Transaction, sqlx::Error>`: opens a write transaction;
 /// - `async fn lock_cluster(&mut connection, &Id) -> Result<Option<StoredCluster>, StoreError>`:
-///   reads the cluster row and holds it against other writers for the rest of the transaction.
+///   reads the cluster row and holds it against other writers for the rest of the transaction;
+/// - `async fn write_designation(&mut connection, &Id, Option<u64>, &DesignationWrite) ->
+///   Result<bool, StoreError>`: moves the designation head from the given generation (guarded)
+///   and, only if it moved, writes the generation, the sealed secret and the mutation record.
 ///
 /// `cluster_row_changed` and `service_head_changed` are the messages of the two "cannot happen
 /// under the lock" errors.
@@ -29,7 +32,7 @@ macro_rules! sql_store {
         mod shared {
             #[allow(unused_imports)]
             use super::*;
-            use super::{$store, begin_write, lock_cluster};
+            use super::{$store, begin_write, lock_cluster, write_designation};
             use $crate::contract::designation::ClusterIngressDesignation;
             use $crate::contract::inventory::{ClusterSpec, NodeSpec, ServiceRuntimeSpec, ServiceSpecBody};
             use $crate::contract::{Id, NodeId};
@@ -461,6 +464,24 @@ macro_rules! sql_store {
                     head_designation(&mut connection, cluster_id).await
                 }
 
+                async fn cluster_designation(
+                    &self,
+                    cluster_id: &Id,
+                ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
+                    let row = sqlx::query(
+                        "SELECT d.record FROM clusters c \
+                         LEFT JOIN ingress_designation_heads h ON h.cluster_id = c.id \
+                         LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
+                         WHERE c.id = $1",
+                    )
+                    .bind(cluster_id.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    let record: Option<String> = row.try_get("record")?;
+                    Ok(Some(record.map(|text| read_designation(&text)).transpose()?))
+                }
+
                 async fn list_designations(
                     &self,
                     cluster_id: &Id,
@@ -490,24 +511,38 @@ macro_rules! sql_store {
                 ) -> Result<DesignationCommit, StoreError> {
                     let mut transaction = begin_write(&self.pool).await?;
                     let cluster = lock_cluster(&mut transaction, cluster_id).await?;
-                    if cluster.is_some() {
-                        let recorded =
-                            sqlx::query("SELECT 1 FROM ingress_designation_mutations WHERE cluster_id = $1 AND mutation_id = $2")
-                                .bind(cluster_id.as_str())
-                                .bind(mutation_id.as_str())
-                                .fetch_optional(&mut *transaction)
-                                .await?
-                                .is_some();
-                        if recorded {
-                            transaction.rollback().await?;
-                            return Ok(DesignationCommit::MutationExists);
-                        }
-                    }
-                    let facts = DesignationFacts {
-                        cluster,
-                        service: current_spec(&mut transaction, cluster_id, service_id).await?,
-                        current: head_designation(&mut transaction, cluster_id).await?,
+                    // The facts besides the cluster, in one statement after the lock (on PostgreSQL a
+                    // statement's snapshot is taken when it starts, so it must start after the lock is held).
+                    let (recorded, service, current) = if cluster.is_some() {
+                        let row = sqlx::query(
+                            "SELECT m.mutation_id IS NOT NULL AS recorded, r.body, r.revision, d.record \
+                             FROM (SELECT 1 AS one) facts \
+                             LEFT JOIN ingress_designation_mutations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
+                             LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
+                             LEFT JOIN service_spec_revisions r \
+                               ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
+                             LEFT JOIN ingress_designation_heads h ON h.cluster_id = $1 \
+                             LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation",
+                        )
+                        .bind(cluster_id.as_str())
+                        .bind(service_id.as_str())
+                        .bind(mutation_id.as_str())
+                        .fetch_one(&mut *transaction)
+                        .await?;
+                        let service = match (row.try_get::<Option<String>, _>("body")?, row.try_get::<Option<i64>, _>("revision")?) {
+                            (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
+                            _ => None,
+                        };
+                        let current = row.try_get::<Option<String>, _>("record")?.map(|text| read_designation(&text)).transpose()?;
+                        (row.try_get::<bool, _>("recorded")?, service, current)
+                    } else {
+                        (false, None, None)
                     };
+                    if recorded {
+                        transaction.rollback().await?;
+                        return Ok(DesignationCommit::MutationExists);
+                    }
+                    let facts = DesignationFacts { cluster, service, current };
                     let write = match judge(&facts) {
                         Err(refusal) => {
                             transaction.rollback().await?;
@@ -520,78 +555,20 @@ macro_rules! sql_store {
                         }
                         Ok(write) => write,
                     };
-                    check_designation_write(cluster_id, service_id, mutation_id, facts.current.as_ref(), &write)?;
-                    let designation = &write.designation;
-                    let Some(spec) = spec_at(&mut transaction, cluster_id, service_id, designation.prepared_spec_revision).await?
-                    else {
-                        return Err(StoreError::Corrupt("designation judge accepted a spec revision that does not exist".into()));
-                    };
-                    let generation = counter_to_sql(designation.generation, "designation generation")?;
-
-                    // The guarded move of the head: the compare-and-swap's second guard besides the lock.
-                    let moved =
-                        match &facts.current {
-                            None => {
-                                sqlx::query(
-                                    "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
-                                 ON CONFLICT (cluster_id) DO NOTHING",
-                                )
-                                .bind(cluster_id.as_str())
-                                .bind(generation)
-                                .execute(&mut *transaction)
-                                .await?
-                            }
-                            Some(current) => sqlx::query(
-                                "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $3",
-                            )
-                            .bind(cluster_id.as_str())
-                            .bind(generation)
-                            .bind(counter_to_sql(current.generation, "designation generation")?)
-                            .execute(&mut *transaction)
-                            .await?,
-                        };
-                    if moved.rows_affected() != 1 {
+                    check_designation_write(cluster_id, service_id, mutation_id, &facts, &write)?;
+                    let current_generation = facts.current.as_ref().map(|current| current.generation);
+                    // The guarded move of the head (the compare-and-swap's second guard besides the lock)
+                    // and, only if it moved, the generation, the sealed secret and the mutation record.
+                    if !write_designation(&mut transaction, cluster_id, current_generation, &write).await? {
                         transaction.rollback().await?;
                         let current = self.current_designation(cluster_id).await?;
                         return Ok(DesignationCommit::Refused(DesignationRefusal::DesignationConflict(
                             current.map(|designation| designation.reference()),
                         )));
                     }
-                    sqlx::query(
-                        "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
-                           prepared_spec_revision, record) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(cluster_id.as_str())
-                    .bind(generation)
-                    .bind(designation.id.as_str())
-                    .bind(designation.digest.as_str())
-                    .bind(service_id.as_str())
-                    .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
-                    .bind(record_text(designation, "ingress designation")?)
-                    .execute(&mut *transaction)
-                    .await?;
-                    sqlx::query(
-                        "INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
-                         VALUES ($1, $2, $3, $4, $5)",
-                    )
-                    .bind(write.secret.secret_id.as_str())
-                    .bind(write.secret.secret_version_id.as_str())
-                    .bind(write.secret.nonce.as_slice())
-                    .bind(write.secret.ciphertext.as_slice())
-                    .bind(write.secret.value_hash.as_slice())
-                    .execute(&mut *transaction)
-                    .await?;
-                    sqlx::query(
-                        "INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, generation) \
-                         VALUES ($1, $2, $3, $4)",
-                    )
-                    .bind(cluster_id.as_str())
-                    .bind(mutation_id.as_str())
-                    .bind(&write.request_canonical)
-                    .bind(generation)
-                    .execute(&mut *transaction)
-                    .await?;
                     transaction.commit().await?;
+                    // `check_designation_write` made sure the designation was prepared against this spec.
+                    let spec = facts.service.expect("an accepted designation names the current spec");
                     Ok(DesignationCommit::Accepted { designation: write.designation, spec })
                 }
 

@@ -16,8 +16,8 @@ mod registrations;
 mod relays;
 mod sessions;
 
-use super::codec::{self, AppliedMigration, EmbeddedMigration};
-use super::{Backend, StoreError, StoredCluster};
+use super::codec::{self, AppliedMigration, EmbeddedMigration, counter_to_sql, record_text};
+use super::{Backend, DesignationWrite, StoreError, StoredCluster};
 use crate::contract::Id;
 use crate::contract::inventory::Organization;
 use sqlx::Connection;
@@ -112,6 +112,80 @@ async fn lock_cluster(connection: &mut SqliteConnection, cluster_id: &Id) -> Res
         .fetch_optional(&mut *connection)
         .await?;
     row.map(|row| cluster_from_row(&row)).transpose()
+}
+
+/// Writes an accepted designation after the judge, under the write lock: the guarded move of the
+/// head and, only when it moved, the generation, the sealed secret and the mutation record (SQLite
+/// has no data-modifying `WITH`; its statements cost no round trip). False (nothing written)
+/// when the head is not at `current_generation`.
+async fn write_designation(
+    connection: &mut SqliteConnection,
+    cluster_id: &Id,
+    current_generation: Option<u64>,
+    write: &DesignationWrite,
+) -> Result<bool, StoreError> {
+    let designation = &write.designation;
+    let generation = counter_to_sql(designation.generation, "designation generation")?;
+    let moved = match current_generation {
+        None => {
+            sqlx::query(
+                "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
+                 ON CONFLICT (cluster_id) DO NOTHING",
+            )
+            .bind(cluster_id.as_str())
+            .bind(generation)
+            .execute(&mut *connection)
+            .await?
+        }
+        Some(current) => {
+            sqlx::query(
+                "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $3",
+            )
+            .bind(cluster_id.as_str())
+            .bind(generation)
+            .bind(counter_to_sql(current, "designation generation")?)
+            .execute(&mut *connection)
+            .await?
+        }
+    };
+    if moved.rows_affected() != 1 {
+        return Ok(false);
+    }
+    sqlx::query(
+        "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
+           prepared_spec_revision, record) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(cluster_id.as_str())
+    .bind(generation)
+    .bind(designation.id.as_str())
+    .bind(designation.digest.as_str())
+    .bind(designation.ingress_service_id.as_str())
+    .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
+    .bind(record_text(designation, "ingress designation")?)
+    .execute(&mut *connection)
+    .await?;
+    sqlx::query(
+        "INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(write.secret.secret_id.as_str())
+    .bind(write.secret.secret_version_id.as_str())
+    .bind(write.secret.nonce.as_slice())
+    .bind(write.secret.ciphertext.as_slice())
+    .bind(write.secret.value_hash.as_slice())
+    .execute(&mut *connection)
+    .await?;
+    sqlx::query(
+        "INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, generation) \
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(cluster_id.as_str())
+    .bind(write.mutation_id.as_str())
+    .bind(&write.request_canonical)
+    .bind(generation)
+    .execute(&mut *connection)
+    .await?;
+    Ok(true)
 }
 
 /// Begins a write transaction with `BEGIN IMMEDIATE`, which takes the database's write lock.
