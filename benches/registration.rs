@@ -17,6 +17,10 @@
 //!   each once a second (200/s), then half the closed-loop throughput: latency at loads the
 //!   controller keeps up with.
 //!
+//! * **raw floor**: what any implementation pays per registration on this machine — one
+//!   single-row read and one durable insert issued directly with sqlx, 200 clients in a closed
+//!   loop — so the closed-loop and burst latencies can be read against what PostgreSQL alone gives.
+//!
 //! The target of the issue (p99 under 20 ms with 200 concurrent ingress registrations) is printed
 //! PASS/MISS for the burst and for each open loop; a miss does not fail the run.
 //!
@@ -238,6 +242,55 @@ async fn loop_phase(world: &Arc<World>, seconds: u64, interval: Option<Duration>
     Ok(Phase { name, latencies, elapsed: started.elapsed() })
 }
 
+/// The floor any implementation pays on this machine: per registration one single-row read and
+/// one durable single-row insert (the record the spec requires), issued directly with sqlx on a
+/// pool the size of the server's, by 200 concurrent clients in a closed loop.
+async fn raw_floor_phase(url: &str, seconds: u64) -> BenchResult<Phase> {
+    use sqlx::postgres::PgPoolOptions;
+    let pool = PgPoolOptions::new()
+        .max_connections(cloudly::store::POSTGRES_POOL_SIZE)
+        .connect(url)
+        .await
+        .map_err(|error| format!("raw pool: {error}"))?;
+    sqlx::query("CREATE TABLE bench_raw_records (sequence BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, cluster_id TEXT NOT NULL, payload TEXT NOT NULL)")
+        .execute(&pool)
+        .await
+        .map_err(|error| format!("raw table: {error}"))?;
+    let started = Instant::now();
+    let stop_at = started + Duration::from_secs(seconds);
+    let tasks: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while Instant::now() < stop_at {
+                    let begun = Instant::now();
+                    let record: Option<String> = sqlx::query_scalar("SELECT record FROM clusters WHERE id = $1")
+                        .bind(CLUSTER)
+                        .fetch_optional(&pool)
+                        .await
+                        .map_err(|error| error.to_string())?;
+                    sqlx::query("INSERT INTO bench_raw_records (cluster_id, payload) VALUES ($1, $2)")
+                        .bind(CLUSTER)
+                        .bind(record.unwrap_or_default())
+                        .execute(&pool)
+                        .await
+                        .map_err(|error| error.to_string())?;
+                    latencies.push(begun.elapsed().as_micros() as u64);
+                }
+                Ok::<_, String>(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(|error| error.to_string())??);
+    }
+    let elapsed = started.elapsed();
+    pool.close().await;
+    Ok(Phase { name: "raw floor", latencies, elapsed })
+}
+
 async fn run() -> BenchResult<()> {
     let seconds: u64 = std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(5);
     let world = Arc::new(build_world().await?);
@@ -265,6 +318,9 @@ async fn run() -> BenchResult<()> {
         );
         open_p99.push((rate, open.percentile_ms(99.0)));
     }
+    let floor = raw_floor_phase(&world.service.database.url, seconds).await?;
+    floor.print();
+    println!("             raw sqlx, no controller: one single-row read + one durable insert per operation");
     let verdict = |p99: f64| if p99 < TARGET_P99_MS { "PASS" } else { "MISS" };
     let p99 = burst.percentile_ms(99.0);
     println!("target p99 < {TARGET_P99_MS} ms with {CONCURRENCY} concurrent ingresses:");
@@ -272,6 +328,11 @@ async fn run() -> BenchResult<()> {
     for (rate, p99) in open_p99 {
         println!("  registering at {rate:>5.0}/s in all (open loop): p99 {p99:>7.2} ms {}", verdict(p99));
     }
+    println!(
+        "  for reference, 200 in flight of the raw floor:  p99 {:>7.2} ms {}",
+        floor.percentile_ms(99.0),
+        verdict(floor.percentile_ms(99.0))
+    );
     let recorded =
         world.service.admin_call("listClusterIngressRegistrations", json!({ "clusterId": CLUSTER, "limit": 1 })).await;
     if recorded["registrations"].as_array().is_none_or(Vec::is_empty) {
