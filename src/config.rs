@@ -66,6 +66,10 @@ pub struct ServeConfig {
     /// How long a relay connection stays elected without a connect or heartbeat, in ms.
     #[arg(long, env = "CLOUDLY_RELAY_LEASE_MS", default_value_t = 30_000)]
     pub relay_lease_ms: u64,
+    /// The shortest time between two background assignment re-issues of one cluster after
+    /// designations, in ms (a burst of designations is re-issued about once per interval).
+    #[arg(long, env = "CLOUDLY_ASSIGNMENT_RECONCILE_INTERVAL_MS", default_value_t = 100)]
+    pub assignment_reconcile_interval_ms: u64,
     /// Overrides of the `retryAfterMs` of `registerClusterIngress` refusals, as `reason=ms` pairs
     /// separated by commas (`not-ready=10000,conflict=2000`), each from 1000 to 300000; reasons
     /// not named keep the spec's defaults.
@@ -98,6 +102,7 @@ impl ServeConfig {
             controller_id,
             relay_lease_ms: self.relay_lease_ms,
             registration_retry_after,
+            assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
             ..crate::domain::ControllerSettings::default()
         })
     }
@@ -116,6 +121,7 @@ impl ServeConfig {
             "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
             "controllerId": self.controller_id,
             "relayLeaseMs": self.relay_lease_ms,
+            "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,
             "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
             "keys": self.store.data_dir.join("keys").display().to_string(),
