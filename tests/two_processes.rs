@@ -1,6 +1,7 @@
 //! Two `cloudly serve` processes on one PostgreSQL database: racing designations across them
-//! accept exactly one; both drain and exit cleanly on SIGTERM; no bearer or token appears in
-//! either process's log.
+//! accept exactly one; an ingress registers through one with a relay connected through the other,
+//! and the relay election both agree on decides `relay-not-connected`; both drain and exit cleanly
+//! on SIGTERM; no bearer or token appears in either process's log.
 
 mod support;
 
@@ -65,18 +66,24 @@ fn terminate(mut process: Process) -> String {
     log
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racers() {
-    let database = TestDatabase::create(Backend::Postgres).await;
+/// Two processes on `database`, the second sharing the first one's keys (as controllers of one
+/// cluster do): the processes, the first one's data directory and the scratch root.
+fn start_two(database: &TestDatabase) -> (Process, Process, std::path::PathBuf, std::path::PathBuf) {
     let root = std::env::temp_dir().join(format!("cloudly-two-{}", uuid::Uuid::new_v4().simple()));
     let (first_dir, second_dir) = (root.join("a"), root.join("b"));
     let first = start(&first_dir, &database.url);
-    // The second controller shares the first one's keys, as controllers of one cluster do.
     std::fs::create_dir_all(second_dir.join("keys")).unwrap();
     for key in ["identity.ed25519", "signing.ed25519", "secret.key"] {
         std::fs::copy(first_dir.join("keys").join(key), second_dir.join("keys").join(key)).unwrap();
     }
     let second = start(&second_dir, &database.url);
+    (first, second, first_dir, root)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racers() {
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let (first, second, first_dir, root) = start_two(&database);
 
     let identity: Value =
         serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
@@ -143,6 +150,88 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
         assert!(!log.contains(&node_bearer), "a log line carries the node bearer");
     }
     drop(store);
+    let _ = std::fs::remove_dir_all(root);
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_relay_election() {
+    use cloudly::contract::registration::read_cluster_ingress_registration_refusal;
+    use support::ingress::{connect_relay_with_bearer_at, register, registration};
+    use support::node_agent::NodeAgent;
+
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let (first, second, first_dir, root) = start_two(&database);
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
+    let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
+    let call = |client: &Client, method: &'static str, mut request: Value| {
+        request["identity"] = identity.clone();
+        let client = client.clone();
+        async move { client.call(method, request).await.unwrap_or_else(|error| panic!("{method}: {error}")) }
+    };
+    call(&clients[0], "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
+    call(&clients[1], "putCluster", json!({ "cluster": {
+        "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+        "relayOrigin": "https://relay.example.net", "fleetCutoverIngressDesignation": null }, "expectedRevision": null }))
+        .await;
+    let node = call(
+        &clients[0],
+        "putClusterNode",
+        json!({ "clusterId": "c1",
+        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
+    )
+    .await;
+    let node_bearer = node["bearer"].as_str().unwrap().to_owned();
+    let mut body = spec_body("c1", "ingress");
+    body["replicas"] = json!(1);
+    body["placement"] = json!({ "nodeIds": ["node-1"] });
+    call(&clients[1], "putServiceRuntimeSpec", json!({ "spec": body, "expectedRevision": null })).await;
+    call(&clients[0], "designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+
+    // The node's socket is on the first process; it runs the ingress.
+    let agent = NodeAgent::connect_to(&first.base_url).await;
+    let session = agent.open("c1", "node-1", &node_bearer).await;
+    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let assignment = assignments["assignments"][0]["payload"].clone();
+    let reference =
+        json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
+    let values = agent
+        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
+        .await
+        .unwrap();
+    let bearer = values["values"][0]["value"].as_str().unwrap().to_owned();
+    agent
+        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
+        .await
+        .unwrap();
+
+    // The relay connects through the second process; the ingress registers through the first.
+    let admin = |method: &'static str, request: Value| call(&clients[0], method, request);
+    let issued = admin("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
+    let relay_bearer = issued["bearer"].as_str().unwrap().to_owned();
+    let old_token = connect_relay_with_bearer_at(&clients[1], "c1", "relay-1", &relay_bearer).await;
+    let accepted = register(&clients[0], registration(&bearer, "node-1"), Some(&old_token)).await.unwrap();
+    assert_eq!(accepted["accepted"], json!(true));
+    // A new connection through the first process supersedes it in both.
+    let new_token = connect_relay_with_bearer_at(&clients[0], "c1", "relay-1", &relay_bearer).await;
+    for client in &clients {
+        let refused = register(client, registration(&bearer, "node-1"), Some(&old_token)).await.unwrap_err();
+        let refusal = read_cluster_ingress_registration_refusal(&refused.data).expect("a registration refusal");
+        assert_eq!(refusal.reason().as_str(), "relay-not-connected");
+        register(client, registration(&bearer, "node-1"), Some(&new_token)).await.unwrap();
+    }
+    let listed = call(&clients[1], "listClusterIngressRegistrations", json!({ "clusterId": "c1" })).await;
+    assert_eq!(listed["registrations"].as_array().unwrap().len(), 3);
+
+    drop(agent);
+    let logs = [terminate(first), terminate(second)];
+    for log in &logs {
+        assert!(log.contains("cluster ingress registered") || log.contains("typed request"), "{log}");
+        for secret in [&bearer, &node_bearer, &relay_bearer, &old_token, &new_token] {
+            assert!(!log.contains(secret.as_str()), "a log line carries a secret");
+        }
+    }
     let _ = std::fs::remove_dir_all(root);
     database.drop_now().await;
 }

@@ -56,6 +56,12 @@ pub async fn connect_relay_with_bearer(
         .as_str()
         .expect("a relay bearer")
         .to_owned();
+    let token = connect_relay_with_bearer_at(client, cluster, relay, &bearer).await;
+    (bearer, token)
+}
+
+/// Connects relay `relay` with its `bearer` through `client`: the connection token.
+pub async fn connect_relay_with_bearer_at(client: &Client, cluster: &str, relay: &str, bearer: &str) -> String {
     let connected = relay_call(
         client,
         "connectClusterRelay",
@@ -64,7 +70,7 @@ pub async fn connect_relay_with_bearer(
     )
     .await
     .unwrap_or_else(|error| panic!("connectClusterRelay: {} {}", error.text, error.data));
-    (bearer, connected["token"].as_str().expect("a connection token").to_owned())
+    connected["token"].as_str().expect("a connection token").to_owned()
 }
 
 /// A valid registration of `node` with `bearer`.
