@@ -66,9 +66,18 @@ fn terminate(mut process: Process) -> String {
     log
 }
 
-/// Two processes on `database`, the second sharing the first one's keys (as controllers of one
-/// cluster do): the processes, the first one's data directory and the scratch root.
-fn start_two(database: &TestDatabase) -> (Process, Process, std::path::PathBuf, std::path::PathBuf) {
+/// Two processes on one database, the second sharing the first one's keys (as controllers of one
+/// cluster do), with a client of each and the bootstrap administrator identity.
+struct Pair {
+    first: Process,
+    second: Process,
+    clients: [Client; 2],
+    identity: Value,
+    first_dir: std::path::PathBuf,
+    root: std::path::PathBuf,
+}
+
+fn start_two(database: &TestDatabase) -> Pair {
     let root = std::env::temp_dir().join(format!("cloudly-two-{}", uuid::Uuid::new_v4().simple()));
     let (first_dir, second_dir) = (root.join("a"), root.join("b"));
     let first = start(&first_dir, &database.url);
@@ -77,43 +86,52 @@ fn start_two(database: &TestDatabase) -> (Process, Process, std::path::PathBuf, 
         std::fs::copy(first_dir.join("keys").join(key), second_dir.join("keys").join(key)).unwrap();
     }
     let second = start(&second_dir, &database.url);
-    (first, second, first_dir, root)
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
+    let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
+    Pair { first, second, clients, identity, first_dir, root }
+}
+
+impl Pair {
+    /// Calls `method` as the administrator through `client`.
+    fn call(
+        &self,
+        client: usize,
+        method: &'static str,
+        mut request: Value,
+    ) -> impl Future<Output = Result<Value, CallError>> + use<> {
+        request["identity"] = self.identity.clone();
+        let client = self.clients[client].clone();
+        async move { client.call(method, request).await }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racers() {
     let database = TestDatabase::create(Backend::Postgres).await;
-    let (first, second, first_dir, root) = start_two(&database);
-
-    let identity: Value =
-        serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
-    let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
-    let call = |client: &Client, method: &'static str, mut request: Value| {
-        request["identity"] = identity.clone();
-        let client = client.clone();
-        async move { client.call(method, request).await }
-    };
-    call(&clients[0], "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await.unwrap();
-    call(&clients[1], "putCluster", json!({ "cluster": {
+    let pair = start_two(&database);
+    let call = |client: usize, method: &'static str, request: Value| pair.call(client, method, request);
+    call(0, "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await.unwrap();
+    call(1, "putCluster", json!({ "cluster": {
         "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
         "relayOrigin": "https://relay.example.net", "fleetCutoverIngressDesignation": null }, "expectedRevision": null }))
         .await
         .unwrap();
-    call(&clients[0], "putServiceRuntimeSpec", json!({ "spec": spec_body("c1", "ingress"), "expectedRevision": null }))
+    call(0, "putServiceRuntimeSpec", json!({ "spec": spec_body("c1", "ingress"), "expectedRevision": null }))
         .await
         .unwrap();
-    let node = call(&clients[1], "putClusterNode", json!({ "clusterId": "c1",
+    let node = call(1, "putClusterNode", json!({ "clusterId": "c1",
         "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": ["192.0.2.17"] }, "rotateCredential": false }))
         .await
         .unwrap();
     let node_bearer = node["bearer"].as_str().expect("a new node's bearer is shown once").to_owned();
-    let listed = call(&clients[0], "listClusterNodes", json!({ "clusterId": "c1" })).await.unwrap();
+    let listed = call(0, "listClusterNodes", json!({ "clusterId": "c1" })).await.unwrap();
     assert!(!listed.to_string().contains(&node_bearer), "a node bearer is shown only when issued");
 
     let mut racers = Vec::new();
     for index in 0..32 {
         let racer = call(
-            &clients[index % 2],
+            index % 2,
             "designateClusterIngress",
             designation_request("c1", "ingress", &format!("race-{index}"), 1, Value::Null),
         );
@@ -129,7 +147,7 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
     }
     assert_eq!((accepted.len(), conflicts), (1, 31));
     // Both processes answer the same current designation.
-    for client in &clients {
+    for client in 0..2 {
         let current = call(client, "getClusterIngressDesignation", json!({ "clusterId": "c1" })).await.unwrap();
         assert_eq!(current["designation"], accepted[0]["designation"]);
     }
@@ -139,10 +157,10 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
     let store = cloudly::store::open(&database.url).await.unwrap();
     let version = &designation.credential.secret_version;
     let sealed = store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().unwrap();
-    let (keys, _) = ControllerKeys::load_or_create(&first_dir).unwrap();
+    let (keys, _) = ControllerKeys::load_or_create(&pair.first_dir).unwrap();
     let bearer = cloudly::domain::secrets::open(keys.secret_key(), &sealed).unwrap();
-    let token = identity["jwt"].as_str().unwrap().to_owned();
-    let logs = [terminate(first), terminate(second)];
+    let token = pair.identity["jwt"].as_str().unwrap().to_owned();
+    let logs = [terminate(pair.first), terminate(pair.second)];
     for log in &logs {
         assert!(log.contains("cluster ingress designation accepted") || log.contains("typed request"), "{log}");
         assert!(!log.contains(bearer.expose()), "a log line carries the ingress bearer");
@@ -150,7 +168,7 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
         assert!(!log.contains(&node_bearer), "a log line carries the node bearer");
     }
     drop(store);
-    let _ = std::fs::remove_dir_all(root);
+    let _ = std::fs::remove_dir_all(pair.root);
     database.drop_now().await;
 }
 
@@ -161,22 +179,18 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
     use support::node_agent::NodeAgent;
 
     let database = TestDatabase::create(Backend::Postgres).await;
-    let (first, second, first_dir, root) = start_two(&database);
-    let identity: Value =
-        serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
-    let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
-    let call = |client: &Client, method: &'static str, mut request: Value| {
-        request["identity"] = identity.clone();
-        let client = client.clone();
-        async move { client.call(method, request).await.unwrap_or_else(|error| panic!("{method}: {error}")) }
+    let pair = start_two(&database);
+    let call = |client: usize, method: &'static str, request: Value| {
+        let answer = pair.call(client, method, request);
+        async move { answer.await.unwrap_or_else(|error| panic!("{method}: {error}")) }
     };
-    call(&clients[0], "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
-    call(&clients[1], "putCluster", json!({ "cluster": {
+    call(0, "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
+    call(1, "putCluster", json!({ "cluster": {
         "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
         "relayOrigin": "https://relay.example.net", "fleetCutoverIngressDesignation": null }, "expectedRevision": null }))
         .await;
     let node = call(
-        &clients[0],
+        0,
         "putClusterNode",
         json!({ "clusterId": "c1",
         "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
@@ -186,11 +200,11 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
     let mut body = spec_body("c1", "ingress");
     body["replicas"] = json!(1);
     body["placement"] = json!({ "nodeIds": ["node-1"] });
-    call(&clients[1], "putServiceRuntimeSpec", json!({ "spec": body, "expectedRevision": null })).await;
-    call(&clients[0], "designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+    call(1, "putServiceRuntimeSpec", json!({ "spec": body, "expectedRevision": null })).await;
+    call(0, "designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
 
     // The node's socket is on the first process; it runs the ingress.
-    let agent = NodeAgent::connect_to(&first.base_url).await;
+    let agent = NodeAgent::connect_to(&pair.first.base_url).await;
     let session = agent.open("c1", "node-1", &node_bearer).await;
     let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
     let assignment = assignments["assignments"][0]["payload"].clone();
@@ -207,31 +221,31 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
         .unwrap();
 
     // The relay connects through the second process; the ingress registers through the first.
-    let admin = |method: &'static str, request: Value| call(&clients[0], method, request);
+    let admin = |method: &'static str, request: Value| call(0, method, request);
     let issued = admin("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
     let relay_bearer = issued["bearer"].as_str().unwrap().to_owned();
-    let old_token = connect_relay_with_bearer_at(&clients[1], "c1", "relay-1", &relay_bearer).await;
-    let accepted = register(&clients[0], registration(&bearer, "node-1"), Some(&old_token)).await.unwrap();
+    let old_token = connect_relay_with_bearer_at(&pair.clients[1], "c1", "relay-1", &relay_bearer).await;
+    let accepted = register(&pair.clients[0], registration(&bearer, "node-1"), Some(&old_token)).await.unwrap();
     assert_eq!(accepted["accepted"], json!(true));
     // A new connection through the first process supersedes it in both.
-    let new_token = connect_relay_with_bearer_at(&clients[0], "c1", "relay-1", &relay_bearer).await;
-    for client in &clients {
+    let new_token = connect_relay_with_bearer_at(&pair.clients[0], "c1", "relay-1", &relay_bearer).await;
+    for client in &pair.clients {
         let refused = register(client, registration(&bearer, "node-1"), Some(&old_token)).await.unwrap_err();
         let refusal = read_cluster_ingress_registration_refusal(&refused.data).expect("a registration refusal");
         assert_eq!(refusal.reason().as_str(), "relay-not-connected");
         register(client, registration(&bearer, "node-1"), Some(&new_token)).await.unwrap();
     }
-    let listed = call(&clients[1], "listClusterIngressRegistrations", json!({ "clusterId": "c1" })).await;
+    let listed = call(1, "listClusterIngressRegistrations", json!({ "clusterId": "c1" })).await;
     assert_eq!(listed["registrations"].as_array().unwrap().len(), 3);
 
     drop(agent);
-    let logs = [terminate(first), terminate(second)];
+    let logs = [terminate(pair.first), terminate(pair.second)];
     for log in &logs {
         assert!(log.contains("cluster ingress registered") || log.contains("typed request"), "{log}");
         for secret in [&bearer, &node_bearer, &relay_bearer, &old_token, &new_token] {
             assert!(!log.contains(secret.as_str()), "a log line carries a secret");
         }
     }
-    let _ = std::fs::remove_dir_all(root);
+    let _ = std::fs::remove_dir_all(pair.root);
     database.drop_now().await;
 }
