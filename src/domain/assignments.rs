@@ -547,20 +547,7 @@ impl Controller {
         service_id: &Id,
         node_id: &NodeId,
     ) -> Result<Vec<RuntimeAssignment>, DomainError> {
-        Ok(self.running_assignments_with_session(cluster_id, service_id, node_id).await?.1)
-    }
-
-    /// [`Controller::running_assignments`] with the node's current session they run under
-    /// (`None`, and no assignment, when the node never opened one).
-    pub async fn running_assignments_with_session(
-        &self,
-        cluster_id: &Id,
-        service_id: &Id,
-        node_id: &NodeId,
-    ) -> Result<(Option<RuntimeSessionReference>, Vec<RuntimeAssignment>), DomainError> {
-        let Some(session) = self.store.current_session(cluster_id, node_id).await? else {
-            return Ok((None, Vec::new()));
-        };
+        let Some(session) = self.store.current_session(cluster_id, node_id).await? else { return Ok(Vec::new()) };
         let mut running = Vec::new();
         for stored in self.store.node_assignments(cluster_id, node_id).await? {
             let assignment = stored.signed.payload;
@@ -576,7 +563,7 @@ impl Controller {
                 running.push(assignment);
             }
         }
-        Ok((Some(session), running))
+        Ok(running)
     }
 }
 
