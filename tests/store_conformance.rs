@@ -208,6 +208,8 @@ conformance!(
     racing_designations_accept_exactly_one,
     racing_designations_across_two_stores_accept_exactly_one,
     rows_that_do_not_read_back_are_corrupt,
+    designations_written_before_migration_5_read_back,
+    lost_connections_are_replaced,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -956,4 +958,200 @@ fn test_database_urls_keep_the_server_and_the_parameters() {
     assert_eq!(url_with_database("postgres://h:5432", "x"), "postgres://h:5432/x");
     assert_eq!(server_of("postgres://u:p@h:5432/db?sslmode=disable"), "h:5432");
     assert_eq!(server_of("postgres://h/db"), "h");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upgrades and connection loss.
+
+/// The migrations of versions 1–4 of `backend`, as the build before migration 5 applied them
+/// (same SQL, so the same checksums the store checks).
+fn migrator_before_5(backend: Backend) -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr as _;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let files: [(i64, &str, &'static str); 4] = match backend {
+        Backend::Postgres => [
+            (
+                1,
+                "inventory and designations",
+                include_str!("../migrations/postgres/0001_inventory_and_designations.sql"),
+            ),
+            (2, "relays and routes", include_str!("../migrations/postgres/0002_relays_and_routes.sql")),
+            (3, "sessions and assignments", include_str!("../migrations/postgres/0003_sessions_and_assignments.sql")),
+            (4, "ingress registrations", include_str!("../migrations/postgres/0004_ingress_registrations.sql")),
+        ],
+        Backend::Sqlite => [
+            (1, "inventory and designations", include_str!("../migrations/sqlite/0001_inventory_and_designations.sql")),
+            (2, "relays and routes", include_str!("../migrations/sqlite/0002_relays_and_routes.sql")),
+            (3, "sessions and assignments", include_str!("../migrations/sqlite/0003_sessions_and_assignments.sql")),
+            (4, "ingress registrations", include_str!("../migrations/sqlite/0004_ingress_registrations.sql")),
+        ],
+    };
+    Migrator::with_migrations(
+        files
+            .into_iter()
+            .map(|(version, description, sql)| {
+                Migration::new(version, description.into(), MigrationType::Simple, sql.into_sql_str(), false)
+            })
+            .collect(),
+    )
+}
+
+/// A byte string as an SQL literal of `backend`.
+fn bytes_literal(backend: Backend, bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    match backend {
+        Backend::Postgres => format!("'\\x{hex}'::bytea"),
+        Backend::Sqlite => format!("X'{hex}'"),
+    }
+}
+
+/// A text as an SQL string literal.
+fn text_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Runs statements on the test database outside the store, through a pool of its own.
+async fn run_raw(database: &TestDatabase, migrator: Option<&sqlx::migrate::Migrator>, statements: &[String]) {
+    let url = database.url();
+    match database {
+        TestDatabase::Sqlite { .. } => {
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            if let Some(migrator) = migrator {
+                migrator.run(&pool).await.unwrap();
+            }
+            for statement in statements {
+                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+        TestDatabase::Postgres { .. } => {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            if let Some(migrator) = migrator {
+                migrator.run(&pool).await.unwrap();
+            }
+            for statement in statements {
+                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+    }
+}
+
+/// A database that holds a designation chain written by the build before migration 5 (head
+/// table, mutation table) reads back whole after the upgrade, replays, and rotates on.
+async fn designations_written_before_migration_5_read_back(context: Context) {
+    let backend = context.store.backend();
+    run_raw(&context.database, Some(&migrator_before_5(backend)), &[]).await;
+    let store = context.store.clone();
+    assert!(!store.is_ready().await.unwrap(), "version 5 is pending");
+    inventory(&store).await;
+
+    // Two generations as the old build wrote them.
+    let cluster = store.get_cluster(&id("c1")).await.unwrap().unwrap();
+    let spec = store.get_service_spec(&id("c1"), &id("ingress"), None).await.unwrap().unwrap();
+    let calls = AtomicUsize::new(0);
+    let first = Proposal::new(1, None);
+    let facts = DesignationFacts { cluster: Some(cluster.clone()), service: Some(spec.clone()), current: None };
+    let first_write = first.judge(&facts, &calls).unwrap();
+    let second = Proposal::new(1, Some(first_write.designation.reference()));
+    let facts = DesignationFacts {
+        cluster: Some(cluster),
+        service: Some(spec.clone()),
+        current: Some(first_write.designation.clone()),
+    };
+    let second_write = second.judge(&facts, &calls).unwrap();
+    let mut statements = Vec::new();
+    for write in [&first_write, &second_write] {
+        let designation = &write.designation;
+        statements.push(format!(
+            "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
+               prepared_spec_revision, record) VALUES ('c1', {}, {}, {}, 'ingress', 1, {})",
+            designation.generation,
+            text_literal(designation.id.as_str()),
+            text_literal(designation.digest.as_str()),
+            text_literal(&cloudly::contract::json::canonical(&designation.to_value()).unwrap()),
+        ));
+        statements.push(format!(
+            "INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
+             VALUES ({}, {}, {}, {}, {})",
+            text_literal(write.secret.secret_id.as_str()),
+            text_literal(write.secret.secret_version_id.as_str()),
+            bytes_literal(backend, &write.secret.nonce),
+            bytes_literal(backend, &write.secret.ciphertext),
+            bytes_literal(backend, &write.secret.value_hash),
+        ));
+        statements.push(format!(
+            "INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, generation) \
+             VALUES ('c1', {}, {}, {})",
+            text_literal(write.mutation_id.as_str()),
+            text_literal(&write.request_canonical),
+            designation.generation,
+        ));
+    }
+    statements.push("INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ('c1', 2)".to_owned());
+    run_raw(&context.database, None, &statements).await;
+
+    store.migrate().await.unwrap();
+    assert!(store.is_ready().await.unwrap());
+    let (first_designation, second_designation) = (first_write.designation.clone(), second_write.designation.clone());
+    assert_eq!(store.current_designation(&id("c1")).await.unwrap(), Some(second_designation.clone()));
+    assert_eq!(store.cluster_designation(&id("c1")).await.unwrap(), Some(Some(second_designation.clone())));
+    assert_eq!(
+        store.list_designations(&id("c1"), 1, 10).await.unwrap(),
+        vec![first_designation.clone(), second_designation.clone()]
+    );
+    let recorded = store.find_designation_mutation(&id("c1"), &first.mutation_id).await.unwrap().unwrap();
+    assert_eq!(
+        (recorded.request_canonical, recorded.designation, recorded.spec),
+        (first.request_canonical(), first_designation, spec)
+    );
+    let version = &second_designation.credential.secret_version;
+    let secret = store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().unwrap();
+    assert_eq!(secret.value_hash, second_write.secret.value_hash);
+
+    // The upgraded chain replays its mutations and moves on from its head.
+    assert!(matches!(second.commit(store.as_ref()).await, DesignationCommit::MutationExists));
+    assert_eq!(
+        refusal(Proposal::new(1, Some(first_write.designation.reference())).commit(store.as_ref()).await),
+        DesignationRefusal::DesignationConflict(Some(second_designation.reference()))
+    );
+    let (third, _) = Proposal::new(1, Some(second_designation.reference())).accept(store.as_ref()).await;
+    assert_eq!((third.generation, third.previous), (3, Some(second_designation.reference())));
+}
+
+/// Connections the database server drops (a restart, an administrator's terminate) are replaced:
+/// at most one call per lost connection answers `Unavailable`, and the store recovers without a
+/// restart of its own.
+async fn lost_connections_are_replaced(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    // Several connections in the pool at once.
+    let cluster_id = id("c1");
+    let reads = (0..8).map(|_| store.get_cluster(&cluster_id));
+    for read in futures_util::future::join_all(reads).await {
+        assert!(read.unwrap().is_some());
+    }
+    if let TestDatabase::Postgres { name } = context.database.as_ref() {
+        let mut admin = admin_connection().await;
+        let terminated: Vec<bool> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )))
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        admin.close().await.ok();
+        assert!(!terminated.is_empty(), "the store had connections to terminate");
+    }
+    // The first call may meet a dead connection; it answers Unavailable and marks the pool
+    // suspect, so every later checkout is checked and a dead connection replaced.
+    let first = store.get_cluster(&id("c1")).await;
+    if let Err(error) = &first {
+        assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    }
+    for _ in 0..20 {
+        assert!(store.get_cluster(&id("c1")).await.unwrap().is_some(), "the store recovered");
+    }
+    // Writes recover too.
+    let (designation, _) = Proposal::new(1, None).accept(store.as_ref()).await;
+    assert_eq!(designation.generation, 1);
 }

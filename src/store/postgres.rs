@@ -9,6 +9,7 @@
 //! second guard besides the lock. Migrations take sqlx's advisory lock, so two processes starting
 //! at once apply them once.
 
+pub(crate) mod pool;
 mod registrations;
 mod relays;
 mod sessions;
@@ -17,8 +18,9 @@ use super::codec::{self, AppliedMigration, EmbeddedMigration, counter_to_sql, re
 use super::{Backend, DesignationWrite, StoreError, StoredCluster};
 use crate::contract::Id;
 use crate::contract::inventory::Organization;
+use sqlx::Connection as _;
 use sqlx::Row as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -44,6 +46,11 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         description: "ingress registrations",
         sql: include_str!("../../migrations/postgres/0004_ingress_registrations.sql"),
     },
+    EmbeddedMigration {
+        version: 5,
+        description: "designation write set",
+        sql: include_str!("../../migrations/postgres/0005_designation_write_set.sql"),
+    },
 ];
 
 /// How many connections one controller process keeps to PostgreSQL.
@@ -52,7 +59,7 @@ pub const POSTGRES_POOL_SIZE: u32 = 16;
 /// The PostgreSQL implementation of [`Store`].
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pool: pool::Pool,
 }
 
 impl PostgresStore {
@@ -64,28 +71,15 @@ impl PostgresStore {
         Self::connect_with(options).await
     }
 
-    /// Connects a pool with explicit connect options. Does not migrate.
+    /// Connects a pool with explicit connect options and checks that one connection opens. Does
+    /// not migrate.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
-        // No ping before every acquire (`test_before_acquire`): it is a round trip per request,
-        // and sqlx already pings every connection when it returns to the pool, closing a broken
-        // one there. A connection that breaks while idle fails its next statement, which answers
-        // `store-unavailable` for that one request; sqlx then discards the connection.
-        let pool = PgPoolOptions::new()
-            .max_connections(POSTGRES_POOL_SIZE)
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(|error| StoreError::Unavailable(format!("cannot connect to PostgreSQL: {error}")))?;
+        let pool = pool::Pool::new(options, POSTGRES_POOL_SIZE as usize, Duration::from_secs(10))?;
+        drop(pool.acquire().await?);
         Ok(PostgresStore { pool })
     }
 
-    /// A store over an existing pool. Does not migrate.
-    pub fn from_pool(pool: PgPool) -> Self {
-        PostgresStore { pool }
-    }
-
-    /// Closes the pool, waiting for connections in use to be returned.
+    /// Closes the pool: idle connections now, connections in use when they are returned.
     pub async fn close(&self) {
         self.pool.close().await;
     }
@@ -100,25 +94,17 @@ async fn lock_cluster(connection: &mut PgConnection, cluster_id: &Id) -> Result<
     row.map(|row| cluster_from_row(&row)).transpose()
 }
 
-/// The write of an accepted designation, in one statement: the guarded move of the head and,
-/// only when it moved (`FROM head`), the generation, the sealed secret and the mutation record.
-/// `$15` is the expected head generation of a rotation.
-macro_rules! designation_write_sql {
-    ($head:literal) => {
-        concat!(
-            "WITH head AS (",
-            $head,
-            " RETURNING cluster_id), \
-             designation AS (INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, \
-               ingress_service_id, prepared_spec_revision, record) SELECT $1, $2, $3, $4, $5, $6, $7 FROM head), \
-             secret AS (INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
-               SELECT $8, $9, $10, $11, $12 FROM head), \
-             mutation AS (INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, \
-               generation) SELECT $1, $13, $14, $2 FROM head) \
-             SELECT count(*) FROM head"
-        )
-    };
-}
+/// The write of an accepted designation, in one statement: the guarded move of the head in the
+/// locked cluster row and, only when it moved (`FROM head`), the generation with its mutation
+/// record and the sealed secret. `$13` is the expected head generation (NULL: none yet).
+const DESIGNATION_WRITE_SQL: &str = "WITH head AS (UPDATE clusters SET designation_generation = $2 \
+       WHERE id = $1 AND designation_generation IS NOT DISTINCT FROM $13 RETURNING id), \
+     designation AS (INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, \
+       ingress_service_id, prepared_spec_revision, record, mutation_id, request_canonical) \
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM head), \
+     secret AS (INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
+       SELECT $10, $11, $12, $14, $15 FROM head) \
+     SELECT count(*) FROM head";
 
 /// Writes an accepted designation after the judge, under the cluster's lock; false (nothing
 /// written) when the head is not at `current_generation`.
@@ -128,17 +114,10 @@ async fn write_designation(
     current_generation: Option<u64>,
     write: &DesignationWrite,
 ) -> Result<bool, StoreError> {
-    let sql = match current_generation {
-        None => designation_write_sql!(
-            "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
-             ON CONFLICT (cluster_id) DO NOTHING"
-        ),
-        Some(_) => designation_write_sql!(
-            "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $15"
-        ),
-    };
     let designation = &write.designation;
-    let query = sqlx::query(sql)
+    let current_generation =
+        current_generation.map(|current| counter_to_sql(current, "designation generation")).transpose()?;
+    let moved: i64 = sqlx::query(DESIGNATION_WRITE_SQL)
         .bind(cluster_id.as_str())
         .bind(counter_to_sql(designation.generation, "designation generation")?)
         .bind(designation.id.as_str())
@@ -146,24 +125,45 @@ async fn write_designation(
         .bind(designation.ingress_service_id.as_str())
         .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
         .bind(record_text(designation, "ingress designation")?)
+        .bind(write.mutation_id.as_str())
+        .bind(&write.request_canonical)
         .bind(write.secret.secret_id.as_str())
         .bind(write.secret.secret_version_id.as_str())
         .bind(write.secret.nonce.as_slice())
+        .bind(current_generation)
         .bind(write.secret.ciphertext.as_slice())
         .bind(write.secret.value_hash.as_slice())
-        .bind(write.mutation_id.as_str())
-        .bind(&write.request_canonical);
-    let query = match current_generation {
-        None => query,
-        Some(current) => query.bind(counter_to_sql(current, "designation generation")?),
-    };
-    let moved: i64 = query.fetch_one(&mut *connection).await?.try_get(0)?;
+        .fetch_one(&mut *connection)
+        .await?
+        .try_get(0)?;
     Ok(moved == 1)
 }
 
+/// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists)
+/// from its first round trip: `BEGIN` and the lock go to PostgreSQL as one simple query. The id
+/// is written into that query as a literal; an [`Id`] is `[A-Za-z0-9][A-Za-z0-9._-]*` by
+/// construction, so it needs no escaping, and [`id_literal`] checks that again.
+async fn begin_locked<'c>(
+    connection: &'c mut PgConnection,
+    cluster_id: &Id,
+) -> Result<sqlx::Transaction<'c, sqlx::Postgres>, sqlx::Error> {
+    let statement = format!("BEGIN; SELECT 1 FROM clusters WHERE id = {} FOR UPDATE", id_literal(cluster_id));
+    connection.begin_with(sqlx::AssertSqlSafe(statement)).await
+}
+
+/// `'id'`: an SQL string literal of an id.
+fn id_literal(id: &Id) -> String {
+    let text = id.as_str();
+    assert!(
+        text.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-')),
+        "an Id holds only [A-Za-z0-9._-]"
+    );
+    format!("'{text}'")
+}
+
 /// Begins a write transaction; its first statement locks the cluster row ([`lock_cluster`]).
-async fn begin_write(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-    pool.begin().await
+async fn begin_write(connection: &mut PgConnection) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    connection.begin().await
 }
 
 sql_store! {
@@ -178,7 +178,15 @@ sql_store! {
         }
 
         async fn migrate(&self) -> Result<(), StoreError> {
-            codec::migrator(MIGRATIONS).run(&self.pool).await.map_err(codec::migrate_error)
+            // sqlx's migrator takes an `Acquire` it can hold across its own awaits; a one-connection
+            // sqlx pool of the same options is the simplest such thing (migrations run rarely).
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(self.pool.options().clone())
+                .await?;
+            let applied = codec::migrator(MIGRATIONS).run(&pool).await.map_err(codec::migrate_error);
+            pool.close().await;
+            applied
         }
 
         async fn is_ready(&self) -> Result<bool, StoreError> {
@@ -212,7 +220,7 @@ sql_store! {
             )
             .bind(organization.id.as_str())
             .bind(record_text(organization, "organization")?)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.pool.acquire().await?)
             .await?;
             Ok(StoredOrganization {
                 organization: organization.clone(),
@@ -222,7 +230,7 @@ sql_store! {
 
         async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
             sqlx::query("SELECT record, revision FROM clusters ORDER BY id COLLATE \"C\"")
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.pool.acquire().await?)
                 .await?
                 .iter()
                 .map(cluster_from_row)
@@ -235,7 +243,7 @@ sql_store! {
                  ORDER BY node_id COLLATE \"C\"",
             )
             .bind(cluster_id.as_str())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.pool.acquire().await?)
             .await?
             .iter()
             .map(|row| node_from_row(cluster_id, row))

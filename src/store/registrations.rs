@@ -279,8 +279,7 @@ macro_rules! registration_store {
                        EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = $1 AND n.node_id = $2) AS node_exists, \
                        (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision \
                      FROM clusters c \
-                     LEFT JOIN ingress_designation_heads h ON h.cluster_id = c.id \
-                     LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
+                     LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
                      LEFT JOIN services s ON s.cluster_id = d.cluster_id AND s.service_id = d.ingress_service_id \
                        AND NOT s.deleted \
                      LEFT JOIN service_spec_revisions r ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
@@ -368,10 +367,10 @@ macro_rules! registration_store {
                        designation_generation, designation_digest, assignment_id, assignment_generation, \
                        assignment_digest, session_id, session_generation, registered_at) \
                      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 \
-                     WHERE EXISTS (SELECT 1 FROM ingress_designation_heads h \
+                     WHERE EXISTS (SELECT 1 FROM clusters c \
                                    JOIN ingress_designations d \
-                                     ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
-                                   WHERE h.cluster_id = $2 AND d.designation_id = $10 AND d.generation = $11 \
+                                     ON d.cluster_id = c.id AND d.generation = c.designation_generation \
+                                   WHERE c.id = $2 AND d.designation_id = $10 AND d.generation = $11 \
                                      AND d.digest = $12) \
                        AND EXISTS (SELECT 1 FROM runtime_assignment_heads h \
                                    JOIN runtime_assignments a ON a.cluster_id = h.cluster_id \
@@ -406,7 +405,7 @@ macro_rules! registration_store {
                 .bind(registration.session.id.as_str())
                 .bind(counter(registration.session.generation, "session generation")?)
                 .bind(counter(registration.registered_at, "registration time")?)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *self.pool.acquire().await?)
                 .await?;
                 match sequence {
                     Some(sequence) => Ok(RegistrationCommit::Recorded(
@@ -437,7 +436,7 @@ macro_rules! registration_store {
                 .bind(node_id.map(NodeId::as_str))
                 .bind(before)
                 .bind(i64::from(limit))
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.pool.acquire().await?)
                 .await?;
                 rows.iter().map(read_registration).collect()
             }

@@ -32,7 +32,7 @@ macro_rules! sql_store {
         mod shared {
             #[allow(unused_imports)]
             use super::*;
-            use super::{$store, begin_write, lock_cluster, write_designation};
+            use super::{$store, begin_locked, begin_write, lock_cluster, write_designation};
             use $crate::contract::designation::ClusterIngressDesignation;
             use $crate::contract::inventory::{ClusterSpec, NodeSpec, ServiceRuntimeSpec, ServiceSpecBody};
             use $crate::contract::{Id, NodeId};
@@ -122,9 +122,9 @@ macro_rules! sql_store {
                 cluster_id: &Id,
             ) -> Result<Option<ClusterIngressDesignation>, StoreError> {
                 let row = sqlx::query(
-                    "SELECT d.record FROM ingress_designation_heads h \
-                     JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
-                     WHERE h.cluster_id = $1",
+                    "SELECT d.record FROM clusters c \
+                     JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
+                     WHERE c.id = $1",
                 )
                 .bind(cluster_id.as_str())
                 .fetch_optional(&mut *connection)
@@ -139,7 +139,7 @@ macro_rules! sql_store {
                 async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError> {
                     let row = sqlx::query("SELECT record, revision FROM organizations WHERE id = $1")
                         .bind(id.as_str())
-                        .fetch_optional(&self.pool)
+                        .fetch_optional(&mut *self.pool.acquire().await?)
                         .await?;
                     row.map(|row| {
                         Ok(StoredOrganization {
@@ -155,7 +155,8 @@ macro_rules! sql_store {
                     expected_revision: Option<u64>,
                 ) -> Result<PutOutcome<StoredCluster>, StoreError> {
                     let columns = ClusterColumns::of(cluster)?;
-                    let mut transaction = begin_write(&self.pool).await?;
+                    let mut pooled = self.pool.acquire().await?;
+                    let mut transaction = begin_write(&mut pooled).await?;
                     let organization_exists = sqlx::query("SELECT 1 FROM organizations WHERE id = $1")
                         .bind(cluster.organization_id.as_str())
                         .fetch_optional(&mut *transaction)
@@ -196,7 +197,7 @@ macro_rules! sql_store {
                         (Some(current), Some(expected)) if current == expected => {
                             if cluster.fleet_cutover_ingress_designation.is_some() {
                                 let holds_pallet_designation =
-                                    sqlx::query("SELECT 1 FROM ingress_designation_heads WHERE cluster_id = $1")
+                                    sqlx::query("SELECT 1 FROM clusters WHERE id = $1 AND designation_generation IS NOT NULL")
                                         .bind(cluster.id.as_str())
                                         .fetch_optional(&mut *transaction)
                                         .await?
@@ -244,7 +245,7 @@ macro_rules! sql_store {
                 async fn get_cluster(&self, id: &Id) -> Result<Option<StoredCluster>, StoreError> {
                     let row = sqlx::query("SELECT record, revision FROM clusters WHERE id = $1")
                         .bind(id.as_str())
-                        .fetch_optional(&self.pool)
+                        .fetch_optional(&mut *self.pool.acquire().await?)
                         .await?;
                     row.map(|row| cluster_from_row(&row)).transpose()
                 }
@@ -256,7 +257,8 @@ macro_rules! sql_store {
                     new_bearer_hash: Option<[u8; 32]>,
                 ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError> {
                     let record = record_text(node, "node")?;
-                    let mut transaction = begin_write(&self.pool).await?;
+                    let mut pooled = self.pool.acquire().await?;
+                    let mut transaction = begin_write(&mut pooled).await?;
                     if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
                         transaction.rollback().await?;
                         return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -314,7 +316,7 @@ macro_rules! sql_store {
                     )
                     .bind(cluster_id.as_str())
                     .bind(node_id.as_str())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
                     row.map(|row| node_from_row(cluster_id, &row)).transpose()
                 }
@@ -326,7 +328,8 @@ macro_rules! sql_store {
                 ) -> Result<PutOutcome<ServiceRuntimeSpec>, StoreError> {
                     let text = record_text(body, "service spec")?;
                     let (cluster_id, service_id) = (&body.cluster_id, &body.service_id);
-                    let mut transaction = begin_write(&self.pool).await?;
+                    let mut pooled = self.pool.acquire().await?;
+                    let mut transaction = begin_write(&mut pooled).await?;
                     if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
                         transaction.rollback().await?;
                         return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -401,7 +404,8 @@ macro_rules! sql_store {
                     service_id: &Id,
                     expected_revision: u64,
                 ) -> Result<PutOutcome<()>, StoreError> {
-                    let mut transaction = begin_write(&self.pool).await?;
+                    let mut pooled = self.pool.acquire().await?;
+                    let mut transaction = begin_write(&mut pooled).await?;
                     if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
                         transaction.rollback().await?;
                         return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -435,16 +439,15 @@ macro_rules! sql_store {
                     mutation_id: &Id,
                 ) -> Result<Option<RecordedMutation>, StoreError> {
                     let row = sqlx::query(
-                        "SELECT m.request_canonical, d.record, r.body, r.revision \
-                         FROM ingress_designation_mutations m \
-                         JOIN ingress_designations d ON d.cluster_id = m.cluster_id AND d.generation = m.generation \
+                        "SELECT d.request_canonical, d.record, r.body, r.revision \
+                         FROM ingress_designations d \
                          LEFT JOIN service_spec_revisions r ON r.cluster_id = d.cluster_id \
                            AND r.service_id = d.ingress_service_id AND r.revision = d.prepared_spec_revision \
-                         WHERE m.cluster_id = $1 AND m.mutation_id = $2",
+                         WHERE d.cluster_id = $1 AND d.mutation_id = $2",
                     )
                     .bind(cluster_id.as_str())
                     .bind(mutation_id.as_str())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
                     let Some(row) = row else { return Ok(None) };
                     let (Some(body), Some(revision)) =
@@ -470,12 +473,11 @@ macro_rules! sql_store {
                 ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
                     let row = sqlx::query(
                         "SELECT d.record FROM clusters c \
-                         LEFT JOIN ingress_designation_heads h ON h.cluster_id = c.id \
-                         LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation \
+                         LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
                          WHERE c.id = $1",
                     )
                     .bind(cluster_id.as_str())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
                     let Some(row) = row else { return Ok(None) };
                     let record: Option<String> = row.try_get("record")?;
@@ -495,7 +497,7 @@ macro_rules! sql_store {
                     .bind(cluster_id.as_str())
                     .bind(counter_to_sql(from_generation, "designation generation")?)
                     .bind(i64::from(limit))
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *self.pool.acquire().await?)
                     .await?
                     .iter()
                     .map(|row| read_designation(&row.try_get::<String, _>("record")?))
@@ -509,31 +511,37 @@ macro_rules! sql_store {
                     mutation_id: &Id,
                     judge: &DesignationJudge<'_>,
                 ) -> Result<DesignationCommit, StoreError> {
-                    let mut transaction = begin_write(&self.pool).await?;
-                    let cluster = lock_cluster(&mut transaction, cluster_id).await?;
-                    // The facts besides the cluster, in one statement after the lock (on PostgreSQL a
-                    // statement's snapshot is taken when it starts, so it must start after the lock is held).
+                    let mut pooled = self.pool.acquire().await?;
+                    // The transaction's first round trip also takes the cluster's lock.
+                    let mut transaction = begin_locked(&mut pooled, cluster_id).await?;
+                    // Every fact in one statement after the lock (on PostgreSQL a statement's snapshot
+                    // is taken when it starts, so it must start after the lock is held).
+                    let row = sqlx::query(
+                        "SELECT c.record, c.revision, m.mutation_id IS NOT NULL AS recorded, \
+                           r.body AS spec_body, r.revision AS spec_revision, d.record AS designation \
+                         FROM (SELECT 1 AS one) facts \
+                         LEFT JOIN clusters c ON c.id = $1 \
+                         LEFT JOIN ingress_designations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
+                         LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
+                         LEFT JOIN service_spec_revisions r \
+                           ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
+                         LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation",
+                    )
+                    .bind(cluster_id.as_str())
+                    .bind(service_id.as_str())
+                    .bind(mutation_id.as_str())
+                    .fetch_one(&mut *transaction)
+                    .await?;
+                    let cluster = match row.try_get::<Option<String>, _>("record")? {
+                        Some(_) => Some(cluster_from_row(&row)?),
+                        None => None,
+                    };
                     let (recorded, service, current) = if cluster.is_some() {
-                        let row = sqlx::query(
-                            "SELECT m.mutation_id IS NOT NULL AS recorded, r.body, r.revision, d.record \
-                             FROM (SELECT 1 AS one) facts \
-                             LEFT JOIN ingress_designation_mutations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
-                             LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
-                             LEFT JOIN service_spec_revisions r \
-                               ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
-                             LEFT JOIN ingress_designation_heads h ON h.cluster_id = $1 \
-                             LEFT JOIN ingress_designations d ON d.cluster_id = h.cluster_id AND d.generation = h.generation",
-                        )
-                        .bind(cluster_id.as_str())
-                        .bind(service_id.as_str())
-                        .bind(mutation_id.as_str())
-                        .fetch_one(&mut *transaction)
-                        .await?;
-                        let service = match (row.try_get::<Option<String>, _>("body")?, row.try_get::<Option<i64>, _>("revision")?) {
+                        let service = match (row.try_get::<Option<String>, _>("spec_body")?, row.try_get::<Option<i64>, _>("spec_revision")?) {
                             (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
                             _ => None,
                         };
-                        let current = row.try_get::<Option<String>, _>("record")?.map(|text| read_designation(&text)).transpose()?;
+                        let current = row.try_get::<Option<String>, _>("designation")?.map(|text| read_designation(&text)).transpose()?;
                         (row.try_get::<bool, _>("recorded")?, service, current)
                     } else {
                         (false, None, None)
@@ -578,7 +586,7 @@ macro_rules! sql_store {
                     )
                     .bind(secret_id.as_str())
                     .bind(secret_version_id.as_str())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
                     row.map(|row| {
                         Ok(SealedSecret {

@@ -49,6 +49,11 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         description: "ingress registrations",
         sql: include_str!("../../migrations/sqlite/0004_ingress_registrations.sql"),
     },
+    EmbeddedMigration {
+        version: 5,
+        description: "designation write set",
+        sql: include_str!("../../migrations/sqlite/0005_designation_write_set.sql"),
+    },
 ];
 
 /// How many connections one process keeps to a SQLite file (readers run in parallel in WAL
@@ -126,34 +131,20 @@ async fn write_designation(
 ) -> Result<bool, StoreError> {
     let designation = &write.designation;
     let generation = counter_to_sql(designation.generation, "designation generation")?;
-    let moved = match current_generation {
-        None => {
-            sqlx::query(
-                "INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ($1, $2) \
-                 ON CONFLICT (cluster_id) DO NOTHING",
-            )
-            .bind(cluster_id.as_str())
-            .bind(generation)
-            .execute(&mut *connection)
-            .await?
-        }
-        Some(current) => {
-            sqlx::query(
-                "UPDATE ingress_designation_heads SET generation = $2 WHERE cluster_id = $1 AND generation = $3",
-            )
-            .bind(cluster_id.as_str())
-            .bind(generation)
-            .bind(counter_to_sql(current, "designation generation")?)
-            .execute(&mut *connection)
-            .await?
-        }
-    };
+    let moved = sqlx::query(
+        "UPDATE clusters SET designation_generation = $2 WHERE id = $1 AND designation_generation IS NOT DISTINCT FROM $3",
+    )
+    .bind(cluster_id.as_str())
+    .bind(generation)
+    .bind(current_generation.map(|current| counter_to_sql(current, "designation generation")).transpose()?)
+    .execute(&mut *connection)
+    .await?;
     if moved.rows_affected() != 1 {
         return Ok(false);
     }
     sqlx::query(
         "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
-           prepared_spec_revision, record) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+           prepared_spec_revision, record, mutation_id, request_canonical) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(cluster_id.as_str())
     .bind(generation)
@@ -162,6 +153,8 @@ async fn write_designation(
     .bind(designation.ingress_service_id.as_str())
     .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
     .bind(record_text(designation, "ingress designation")?)
+    .bind(write.mutation_id.as_str())
+    .bind(&write.request_canonical)
     .execute(&mut *connection)
     .await?;
     sqlx::query(
@@ -175,22 +168,21 @@ async fn write_designation(
     .bind(write.secret.value_hash.as_slice())
     .execute(&mut *connection)
     .await?;
-    sqlx::query(
-        "INSERT INTO ingress_designation_mutations (cluster_id, mutation_id, request_canonical, generation) \
-         VALUES ($1, $2, $3, $4)",
-    )
-    .bind(cluster_id.as_str())
-    .bind(write.mutation_id.as_str())
-    .bind(&write.request_canonical)
-    .bind(generation)
-    .execute(&mut *connection)
-    .await?;
     Ok(true)
 }
 
+/// Begins a write transaction for cluster `cluster_id`: SQLite's write lock is the whole
+/// database's, taken by `BEGIN IMMEDIATE`.
+async fn begin_locked<'c>(
+    connection: &'c mut SqliteConnection,
+    _cluster_id: &Id,
+) -> Result<sqlx::Transaction<'c, sqlx::Sqlite>, sqlx::Error> {
+    begin_write(connection).await
+}
+
 /// Begins a write transaction with `BEGIN IMMEDIATE`, which takes the database's write lock.
-async fn begin_write(pool: &SqlitePool) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-    pool.begin_with("BEGIN IMMEDIATE").await
+async fn begin_write(connection: &mut SqliteConnection) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, sqlx::Error> {
+    connection.begin_with("BEGIN IMMEDIATE").await
 }
 
 sql_store! {
@@ -260,7 +252,7 @@ sql_store! {
 
         async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
             sqlx::query("SELECT record, revision FROM clusters ORDER BY id")
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.pool.acquire().await?)
                 .await?
                 .iter()
                 .map(cluster_from_row)
@@ -273,7 +265,7 @@ sql_store! {
                  ORDER BY node_id",
             )
             .bind(cluster_id.as_str())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.pool.acquire().await?)
             .await?
             .iter()
             .map(|row| node_from_row(cluster_id, row))

@@ -13,8 +13,8 @@ use crate::store::relays::{
 };
 use crate::store::{MissingKind, PutOutcome, StoreError};
 use async_trait::async_trait;
-use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{Connection as _, Row};
 
 fn stored_id(text: String, what: &str) -> Result<Id, StoreError> {
     Id::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not an Id")))
@@ -90,7 +90,8 @@ impl RelayStore for PostgresStore {
         relay_id: &Id,
         bearer_hash: [u8; 32],
     ) -> Result<PutOutcome<StoredRelayCredential>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
             transaction.rollback().await?;
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -125,7 +126,7 @@ impl RelayStore for PostgresStore {
         )
         .bind(cluster_id.as_str())
         .bind(relay_id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(StoredRelayCredential {
@@ -147,7 +148,8 @@ impl RelayStore for PostgresStore {
         token_hash: [u8; 32],
         now_ms: u64,
     ) -> Result<Option<StoredRelayConnection>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
             transaction.rollback().await?;
             return Ok(None);
@@ -198,7 +200,7 @@ impl RelayStore for PostgresStore {
              FROM relay_connections c WHERE c.token_hash = $1",
         )
         .bind(token_hash.as_slice())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(RelayConnectionState {
@@ -224,7 +226,7 @@ impl RelayStore for PostgresStore {
         .bind(token_hash.as_slice())
         .bind(counter_to_sql(now_ms, "heartbeat time")?)
         .bind(counter_to_sql(lease_ms, "relay lease")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         if let Some(row) = row {
             return Ok(RelayHeartbeat::Alive(connection_from_row(&row)?));
@@ -240,7 +242,8 @@ impl RelayStore for PostgresStore {
         cluster_id: &Id,
         route: &IngressRoute,
     ) -> Result<PutOutcome<StoredRouteTable>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
             transaction.rollback().await?;
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -282,7 +285,8 @@ impl RelayStore for PostgresStore {
         cluster_id: &Id,
         hostname: &str,
     ) -> Result<PutOutcome<Option<StoredRouteTable>>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         if lock_cluster(&mut transaction, cluster_id).await?.is_none() {
             transaction.rollback().await?;
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -302,7 +306,8 @@ impl RelayStore for PostgresStore {
 
     async fn get_route_table(&self, cluster_id: &Id) -> Result<Option<StoredRouteTable>, StoreError> {
         // One transaction, so the revision and the routes are of one moment.
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *transaction).await?;
         let table = read_table(&mut transaction, cluster_id).await?;
         transaction.commit().await?;

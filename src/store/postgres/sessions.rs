@@ -14,8 +14,8 @@ use crate::store::sessions::{
 };
 use crate::store::{StoreError, StoredNode};
 use async_trait::async_trait;
-use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{Connection as _, Row};
 
 fn id_from_sql(text: String, what: &str) -> Result<Id, StoreError> {
     Id::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not an Id")))
@@ -177,7 +177,8 @@ impl SessionStore for PostgresStore {
         controller: &ControllerReference,
         opened_at: u64,
     ) -> Result<Option<RuntimeSessionReference>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         let Some(row) =
             sqlx::query("SELECT record FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2 FOR UPDATE")
                 .bind(cluster_id.as_str())
@@ -233,7 +234,7 @@ impl SessionStore for PostgresStore {
         )
         .bind(cluster_id.as_str())
         .bind(node_id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| session_from_row(cluster_id, node_id, &row)).transpose()
     }
@@ -248,7 +249,8 @@ impl SessionStore for PostgresStore {
         cluster_id: &Id,
         judge: &AssignmentJudge<'_>,
     ) -> Result<Vec<AssignmentChange>, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        let mut pooled = self.pool.acquire().await?;
+        let mut transaction = pooled.begin().await?;
         let facts = read_facts(&mut transaction, cluster_id, true).await?;
         if facts.cluster.is_none() {
             transaction.rollback().await?;
@@ -279,7 +281,7 @@ impl SessionStore for PostgresStore {
         )
         .bind(cluster_id.as_str())
         .bind(node_id.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.pool.acquire().await?)
         .await?
         .iter()
         .map(assignment_from_row)
@@ -301,7 +303,7 @@ impl SessionStore for PostgresStore {
         .bind(cluster_id.as_str())
         .bind(assignment_id.as_str())
         .bind(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| assignment_from_row(&row)).transpose()
     }
@@ -330,7 +332,7 @@ impl SessionStore for PostgresStore {
         .bind(session.id.as_str())
         .bind(counter_to_sql(session.generation, "session generation")?)
         .bind(counter_to_sql(reported_at, "report time")?)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(())
     }
@@ -348,7 +350,7 @@ impl SessionStore for PostgresStore {
         .bind(cluster_id.as_str())
         .bind(assignment_id.as_str())
         .bind(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(ReportedState {

@@ -128,7 +128,7 @@ impl RelayStore for SqliteStore {
         )
         .bind(cluster_id.as_str())
         .bind(relay_id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(StoredRelayCredential {
@@ -201,7 +201,7 @@ impl RelayStore for SqliteStore {
              FROM relay_connections c WHERE c.token_hash = $1",
         )
         .bind(token_hash.as_slice())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(RelayConnectionState {
@@ -228,7 +228,7 @@ impl RelayStore for SqliteStore {
         .bind(token_hash.as_slice())
         .bind(counter_to_sql(now_ms, "heartbeat time")?)
         .bind(counter_to_sql(lease_ms, "relay lease")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         if let Some(row) = row {
             return Ok(RelayHeartbeat::Alive(connection_from_row(&row)?));

@@ -235,7 +235,7 @@ impl SessionStore for SqliteStore {
         )
         .bind(cluster_id.as_str())
         .bind(node_id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| session_from_row(cluster_id, node_id, &row)).transpose()
     }
@@ -281,7 +281,7 @@ impl SessionStore for SqliteStore {
         )
         .bind(cluster_id.as_str())
         .bind(node_id.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.pool.acquire().await?)
         .await?
         .iter()
         .map(assignment_from_row)
@@ -303,7 +303,7 @@ impl SessionStore for SqliteStore {
         .bind(cluster_id.as_str())
         .bind(assignment_id.as_str())
         .bind(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| assignment_from_row(&row)).transpose()
     }
@@ -332,7 +332,7 @@ impl SessionStore for SqliteStore {
         .bind(session.id.as_str())
         .bind(counter_to_sql(session.generation, "session generation")?)
         .bind(counter_to_sql(reported_at, "report time")?)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(())
     }
@@ -350,7 +350,7 @@ impl SessionStore for SqliteStore {
         .bind(cluster_id.as_str())
         .bind(assignment_id.as_str())
         .bind(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.pool.acquire().await?)
         .await?;
         row.map(|row| {
             Ok(ReportedState {

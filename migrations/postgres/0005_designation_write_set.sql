@@ -1,0 +1,38 @@
+-- A smaller write set per designation (docs/benchmarks.md, "designation write set").
+--
+-- 1. The head of a cluster's designation chain moves into the cluster row
+--    (`clusters.designation_generation`, NULL while the cluster holds none). Every write that
+--    judges a cluster locks that row first, so the compare-and-swap now updates the row it has
+--    locked, like a plain single-row CAS, instead of a second table.
+-- 2. The mutation record folds into the generation it produced (`mutation_id`,
+--    `request_canonical`), unique per cluster: one row and one index less per designation.
+-- 3. The foreign key from a generation to its spec revision goes: checking it locked the revision
+--    row (FOR KEY SHARE) on every designation. The judge reads that revision under the cluster
+--    lock in the same transaction, and spec revisions are never deleted.
+-- Every generation, sealed secret and mutation stays stored, as before.
+
+ALTER TABLE clusters ADD COLUMN designation_generation BIGINT CHECK (designation_generation >= 1);
+
+UPDATE clusters c SET designation_generation = h.generation
+FROM ingress_designation_heads h WHERE h.cluster_id = c.id;
+
+ALTER TABLE ingress_designations ADD COLUMN mutation_id TEXT, ADD COLUMN request_canonical TEXT;
+
+UPDATE ingress_designations d SET mutation_id = m.mutation_id, request_canonical = m.request_canonical
+FROM ingress_designation_mutations m WHERE m.cluster_id = d.cluster_id AND m.generation = d.generation;
+
+ALTER TABLE ingress_designations
+    ALTER COLUMN mutation_id SET NOT NULL,
+    ALTER COLUMN request_canonical SET NOT NULL,
+    ADD CONSTRAINT ingress_designations_mutation UNIQUE (cluster_id, mutation_id);
+
+DO $$
+DECLARE constraint_name TEXT;
+BEGIN
+    SELECT conname INTO constraint_name FROM pg_constraint
+    WHERE conrelid = 'ingress_designations'::regclass AND confrelid = 'service_spec_revisions'::regclass;
+    EXECUTE format('ALTER TABLE ingress_designations DROP CONSTRAINT %I', constraint_name);
+END $$;
+
+DROP TABLE ingress_designation_mutations;
+DROP TABLE ingress_designation_heads;
