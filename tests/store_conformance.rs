@@ -210,6 +210,8 @@ conformance!(
     rows_that_do_not_read_back_are_corrupt,
     designations_written_before_migration_5_read_back,
     lost_connections_are_replaced,
+    facts_written_between_read_and_write_are_judged_again,
+    a_twin_committed_between_read_and_write_is_replayed,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -364,15 +366,21 @@ impl Proposal {
         })
     }
 
-    /// Commits this proposal on `store`.
-    async fn commit(&self, store: &dyn Store) -> DesignationCommit {
+    /// Commits this proposal on `store`; also answers how often the judge ran.
+    async fn commit_counting(&self, store: &dyn Store) -> (DesignationCommit, usize) {
         let calls = AtomicUsize::new(0);
         let judge = |facts: &DesignationFacts| self.judge(facts, &calls);
         let outcome =
             store.commit_designation(&self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
-        if !matches!(outcome, DesignationCommit::MutationExists) {
-            assert_eq!(calls.load(Ordering::SeqCst), 1, "the judge runs once per commit");
-        }
+        (outcome, calls.load(Ordering::SeqCst))
+    }
+
+    /// Commits this proposal on `store`, with nothing racing it: the judge runs once (the
+    /// optimistic path) unless the mutation id is recorded (then not at all).
+    async fn commit(&self, store: &dyn Store) -> DesignationCommit {
+        let (outcome, calls) = self.commit_counting(store).await;
+        let expected = if matches!(outcome, DesignationCommit::MutationExists) { 0 } else { 1 };
+        assert_eq!(calls, expected, "the judge runs once per uncontended commit");
         outcome
     }
 
@@ -822,7 +830,10 @@ async fn race(stores: &[SharedStore], count: usize, expected: Option<AuthorityRe
             let proposal = Proposal::new(1, expected.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                proposal.commit(store.as_ref()).await
+                let (outcome, calls) = proposal.commit_counting(store.as_ref()).await;
+                // Once on the optimistic path, and once more under the lock when it lost.
+                assert!((1..=2).contains(&calls), "the judge ran {calls} times");
+                outcome
             })
         })
         .collect();
@@ -1044,7 +1055,24 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
     run_raw(&context.database, Some(&migrator_before_5(backend)), &[]).await;
     let store = context.store.clone();
     assert!(!store.is_ready().await.unwrap(), "version 5 is pending");
-    inventory(&store).await;
+    // The inventory as the old build wrote it (this build's service writes need version 5).
+    store.put_organization(&organization("org")).await.unwrap();
+    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    let body = spec_body("c1", "ingress", "ingress:1");
+    let body_text = cloudly::contract::json::canonical(&serde_json::to_value(&body).unwrap()).unwrap();
+    run_raw(
+        &context.database,
+        None,
+        &[
+            "INSERT INTO services (cluster_id, service_id, current_revision, deleted) VALUES ('c1', 'ingress', 1, FALSE)"
+                .to_owned(),
+            format!(
+                "INSERT INTO service_spec_revisions (cluster_id, service_id, revision, body) VALUES ('c1', 'ingress', 1, {})",
+                text_literal(&body_text)
+            ),
+        ],
+    )
+    .await;
 
     // Two generations as the old build wrote them.
     let cluster = store.get_cluster(&id("c1")).await.unwrap().unwrap();
@@ -1154,4 +1182,92 @@ async fn lost_connections_are_replaced(context: Context) {
     // Writes recover too.
     let (designation, _) = Proposal::new(1, None).accept(store.as_ref()).await;
     assert_eq!(designation.generation, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optimistic designation commit: facts read, judged, and written only while unchanged.
+
+/// Runs `work` on a second store of the same database (as a second controller process would),
+/// to completion, on a thread and runtime of its own: called from inside a judge, it lands
+/// between the optimistic read of the facts and their write.
+fn meanwhile<Work, Fut>(database: &TestDatabase, work: Work)
+where
+    Work: FnOnce(SharedStore) -> Fut + Send,
+    Fut: Future<Output = ()>,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                runtime.block_on(async {
+                    let other = database.connect().await;
+                    work(other).await;
+                });
+            })
+            .join()
+            .expect("the concurrent write succeeds");
+    });
+}
+
+/// A spec written after the optimistic read fails the write's guard; judged again under the lock,
+/// the request is refused `spec-revision-mismatch` and nothing is written.
+async fn facts_written_between_read_and_write_are_judged_again(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let proposal = Proposal::new(1, None);
+    let calls = AtomicUsize::new(0);
+    let judge = |facts: &DesignationFacts| {
+        if calls.load(Ordering::SeqCst) == 0 {
+            meanwhile(&context.database, |other| async move {
+                written(other.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
+            });
+        }
+        proposal.judge(facts, &calls)
+    };
+    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    assert_eq!(refusal(outcome), DesignationRefusal::SpecRevisionMismatch(2));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "judged again under the lock");
+    assert_eq!(store.current_designation(&id("c1")).await.unwrap(), None, "nothing was written");
+    assert!(store.find_designation_mutation(&id("c1"), &proposal.mutation_id).await.unwrap().is_none());
+
+    // The same for the cluster record (a new runtime generation) during a rotation.
+    let (first, _) = Proposal::new(2, None).accept(store.as_ref()).await;
+    let rotation = Proposal::new(2, Some(first.reference()));
+    let calls = AtomicUsize::new(0);
+    let judge = |facts: &DesignationFacts| {
+        if calls.load(Ordering::SeqCst) == 0 {
+            meanwhile(&context.database, |other| async move {
+                let mut moved = cluster("c1", "org");
+                moved.runtime.generation += 1;
+                written(other.put_cluster(&moved, Some(1)).await.unwrap());
+            });
+        }
+        rotation.judge(facts, &calls)
+    };
+    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &rotation.mutation_id, &judge).await.unwrap();
+    assert!(matches!(refusal(outcome), DesignationRefusal::RuntimeMismatch(runtime) if runtime.generation == 5));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(store.current_designation(&id("c1")).await.unwrap(), Some(first));
+}
+
+/// A twin with the same mutation id that commits after the optimistic read makes this request a
+/// replay (the store answers `MutationExists`), not a `designation-conflict`.
+async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let proposal = Proposal::new(1, None);
+    let calls = AtomicUsize::new(0);
+    let judge = |facts: &DesignationFacts| {
+        if calls.load(Ordering::SeqCst) == 0 {
+            let twin = proposal.clone();
+            meanwhile(&context.database, |other| async move {
+                twin.accept(other.as_ref()).await;
+            });
+        }
+        proposal.judge(facts, &calls)
+    };
+    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    assert!(matches!(outcome, DesignationCommit::MutationExists), "{outcome:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the recorded mutation is answered before the judge");
+    assert_eq!(store.list_designations(&id("c1"), 1, 10).await.unwrap().len(), 1, "one generation");
 }

@@ -9,9 +9,14 @@
 -- 3. The foreign key from a generation to its spec revision goes: checking it locked the revision
 --    row (FOR KEY SHARE) on every designation. The judge reads that revision under the cluster
 --    lock in the same transaction, and spec revisions are never deleted.
+-- 4. `clusters.facts_version` counts every write of a fact the designation judge reads (the
+--    cluster record, its services and spec revisions, its designation head and mutations). A
+--    designation judged on facts read at version v commits only while the version is still v
+--    (ARCHITECTURE.md, "optimistic designation commit").
 -- Every generation, sealed secret and mutation stays stored, as before.
 
 ALTER TABLE clusters ADD COLUMN designation_generation BIGINT CHECK (designation_generation >= 1);
+ALTER TABLE clusters ADD COLUMN facts_version BIGINT NOT NULL DEFAULT 0;
 
 UPDATE clusters c SET designation_generation = h.generation
 FROM ingress_designation_heads h WHERE h.cluster_id = c.id;

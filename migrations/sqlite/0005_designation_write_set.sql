@@ -6,9 +6,12 @@
 --    `request_canonical`), unique per cluster. SQLite cannot add NOT NULL columns to a table
 --    other tables reference without rebuilding it; the columns are nullable here and every write
 --    sets both (the store's tests read them back).
+-- 3. `clusters.facts_version` counts every write of a fact the designation judge reads, as on
+--    PostgreSQL.
 -- The foreign keys of `ingress_designations` stay: SQLite checks them in-process.
 
 ALTER TABLE clusters ADD COLUMN designation_generation INTEGER CHECK (designation_generation >= 1);
+ALTER TABLE clusters ADD COLUMN facts_version INTEGER NOT NULL DEFAULT 0;
 
 UPDATE clusters SET designation_generation =
     (SELECT h.generation FROM ingress_designation_heads h WHERE h.cluster_id = clusters.id);

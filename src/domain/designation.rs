@@ -1,10 +1,12 @@
 //! `designateClusterIngress`, `getClusterIngressDesignation`, `listClusterIngressDesignations`
 //! (`03-designation.md`).
 //!
-//! The judgement order is the spec's: identity, request shape, then — inside the store's
-//! transaction, under the cluster's lock — replay (the store answers a recorded mutation id before
-//! the judge is asked), cluster, runtime, designation kind, service, spec revision, expected
-//! designation, and the write. The compare-and-swap is that transaction's commit.
+//! The judgement order is the spec's: identity, request shape, then — on facts the store read at
+//! one snapshot — replay (the store answers a recorded mutation id before the judge is asked),
+//! cluster, runtime, designation kind, service, spec revision, expected designation, and the
+//! write. The compare-and-swap is the commit of the write's transaction, which holds only while
+//! those facts are unchanged (else the store judges again under the cluster's lock); the judge
+//! is pure, so being asked twice is harmless.
 
 use super::identity::Access;
 use super::secrets::{self, Bearer};
@@ -90,9 +92,9 @@ impl Controller {
                 }
             })
         };
-        // The store answers a recorded mutation id (a replay) before the judge is asked, inside the
-        // transaction and under the cluster's lock, so a racing twin that committed first is
-        // replayed too.
+        // The store answers a recorded mutation id (a replay) before the judge is asked, and asks
+        // again under the cluster's lock when its optimistic write lost, so a racing twin that
+        // committed first is replayed too.
         let commit = self
             .store
             .commit_designation(
@@ -195,7 +197,7 @@ struct FreshIdentity {
     secret_version_id: Id,
 }
 
-/// Steps 4–10 of the judgement order, from the facts read under the cluster's lock.
+/// Steps 4–10 of the judgement order, from facts the store read at one snapshot.
 fn judge_designation(
     facts: &DesignationFacts,
     request: &ClusterIngressDesignationRequest,

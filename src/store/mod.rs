@@ -149,7 +149,7 @@ impl std::fmt::Debug for SealedSecret {
     }
 }
 
-/// What a designation judgement reads, under the cluster's lock, in the committing transaction.
+/// What a designation judgement reads: all at one snapshot (see [`Store::commit_designation`]).
 #[derive(Debug, Clone)]
 pub struct DesignationFacts {
     /// The cluster, if it exists.
@@ -188,7 +188,8 @@ pub struct DesignationWrite {
     pub request_canonical: String,
 }
 
-/// The decision the domain makes from the facts, inside the store's transaction.
+/// The decision the domain makes from the facts. Pure: the store may ask twice (once on the
+/// optimistic path, once more under the cluster's lock when a fact changed in between).
 pub type DesignationJudge<'a> =
     dyn Fn(&DesignationFacts) -> Result<DesignationWrite, DesignationRefusal> + Send + Sync + 'a;
 
@@ -328,9 +329,11 @@ pub trait Store:
         limit: u32,
     ) -> Result<Vec<ClusterIngressDesignation>, StoreError>;
 
-    /// The designation compare-and-swap: in one transaction, lock the cluster, read the facts,
-    /// let `judge` decide, and write everything it decides or nothing. Two racing calls with the
-    /// same expected designation end with exactly one write, across processes.
+    /// The designation compare-and-swap: read the facts at one snapshot, let `judge` decide, and
+    /// write everything it decides, in one transaction that commits only while no fact it read has
+    /// been written since (the cluster's facts version), or nothing; when a fact was written in
+    /// between, lock the cluster, read the facts again and let `judge` decide again. Two racing
+    /// calls with the same expected designation end with exactly one write, across processes.
     ///
     /// A mutation id already recorded for the cluster answers `MutationExists` without asking the
     /// judge. For an unknown cluster the judge is asked with `cluster: None` (and nothing can be

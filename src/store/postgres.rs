@@ -94,11 +94,15 @@ async fn lock_cluster(connection: &mut PgConnection, cluster_id: &Id) -> Result<
     row.map(|row| cluster_from_row(&row)).transpose()
 }
 
-/// The write of an accepted designation, in one statement: the guarded move of the head in the
-/// locked cluster row and, only when it moved (`FROM head`), the generation with its mutation
-/// record and the sealed secret. `$13` is the expected head generation (NULL: none yet).
-const DESIGNATION_WRITE_SQL: &str = "WITH head AS (UPDATE clusters SET designation_generation = $2 \
-       WHERE id = $1 AND designation_generation IS NOT DISTINCT FROM $13 RETURNING id), \
+/// The write of an accepted designation, in one statement (so also one transaction of its own):
+/// the guarded move of the head in the cluster row and, only when it moved (`FROM head`), the
+/// generation with its mutation record and the sealed secret. `$16` is the facts version the
+/// judge's facts were read at, `$13` the expected head generation (NULL: none yet). Under READ
+/// COMMITTED an `UPDATE` that meets a newer version of the row re-checks its condition on that
+/// version, so a fact written after the read always fails the guard.
+const DESIGNATION_WRITE_SQL: &str = "WITH head AS (UPDATE clusters \
+       SET designation_generation = $2, facts_version = facts_version + 1 \
+       WHERE id = $1 AND facts_version = $16 AND designation_generation IS NOT DISTINCT FROM $13 RETURNING id), \
      designation AS (INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, \
        ingress_service_id, prepared_spec_revision, record, mutation_id, request_canonical) \
        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM head), \
@@ -106,11 +110,13 @@ const DESIGNATION_WRITE_SQL: &str = "WITH head AS (UPDATE clusters SET designati
        SELECT $10, $11, $12, $14, $15 FROM head) \
      SELECT count(*) FROM head";
 
-/// Writes an accepted designation after the judge, under the cluster's lock; false (nothing
-/// written) when the head is not at `current_generation`.
+/// Writes an accepted designation; false (nothing written) when the cluster's facts are no longer
+/// at `facts_version` or the head is not at `current_generation`. Atomic on its own (one
+/// statement), inside a transaction or not.
 async fn write_designation(
     connection: &mut PgConnection,
     cluster_id: &Id,
+    facts_version: i64,
     current_generation: Option<u64>,
     write: &DesignationWrite,
 ) -> Result<bool, StoreError> {
@@ -133,10 +139,23 @@ async fn write_designation(
         .bind(current_generation)
         .bind(write.secret.ciphertext.as_slice())
         .bind(write.secret.value_hash.as_slice())
+        .bind(facts_version)
         .fetch_one(&mut *connection)
         .await?
         .try_get(0)?;
     Ok(moved == 1)
+}
+
+/// Writes an accepted designation judged on facts read outside a transaction: [`write_designation`]
+/// is one statement, so it is its own transaction.
+async fn write_designation_alone(
+    connection: &mut PgConnection,
+    cluster_id: &Id,
+    facts_version: i64,
+    current_generation: Option<u64>,
+    write: &DesignationWrite,
+) -> Result<bool, StoreError> {
+    write_designation(connection, cluster_id, facts_version, current_generation, write).await
 }
 
 /// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists)

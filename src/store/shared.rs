@@ -32,7 +32,7 @@ macro_rules! sql_store {
         mod shared {
             #[allow(unused_imports)]
             use super::*;
-            use super::{$store, begin_locked, begin_write, lock_cluster, write_designation};
+            use super::{$store, begin_locked, begin_write, lock_cluster, write_designation, write_designation_alone};
             use $crate::contract::designation::ClusterIngressDesignation;
             use $crate::contract::inventory::{ClusterSpec, NodeSpec, ServiceRuntimeSpec, ServiceSpecBody};
             use $crate::contract::{Id, NodeId};
@@ -132,6 +132,103 @@ macro_rules! sql_store {
                 row.map(|row| read_designation(&row.try_get::<String, _>("record")?)).transpose()
             }
 
+            /// The facts of a designation as one statement read them, with the cluster's facts
+            /// version at that snapshot and whether the mutation id is recorded.
+            pub(super) struct DesignationRead {
+                facts: DesignationFacts,
+                recorded: bool,
+                version: i64,
+            }
+
+            /// Every fact the designation judge reads, in one statement (one snapshot): the cluster
+            /// and its facts version, whether `mutation_id` is recorded, the service's current spec
+            /// and the current designation.
+            pub(super) async fn designation_facts(
+                connection: &mut $connection,
+                cluster_id: &Id,
+                service_id: &Id,
+                mutation_id: &Id,
+            ) -> Result<DesignationRead, StoreError> {
+                let row = sqlx::query(
+                    "SELECT c.record, c.revision, c.facts_version, m.mutation_id IS NOT NULL AS recorded, \
+                       r.body AS spec_body, r.revision AS spec_revision, d.record AS designation \
+                     FROM (SELECT 1 AS one) facts \
+                     LEFT JOIN clusters c ON c.id = $1 \
+                     LEFT JOIN ingress_designations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
+                     LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
+                     LEFT JOIN service_spec_revisions r \
+                       ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
+                     LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation",
+                )
+                .bind(cluster_id.as_str())
+                .bind(service_id.as_str())
+                .bind(mutation_id.as_str())
+                .fetch_one(&mut *connection)
+                .await?;
+                if row.try_get::<Option<String>, _>("record")?.is_none() {
+                    let facts = DesignationFacts { cluster: None, service: None, current: None };
+                    return Ok(DesignationRead { facts, recorded: false, version: 0 });
+                }
+                let cluster = cluster_from_row(&row)?;
+                let service = match (row.try_get::<Option<String>, _>("spec_body")?, row.try_get::<Option<i64>, _>("spec_revision")?) {
+                    (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
+                    _ => None,
+                };
+                let current = row.try_get::<Option<String>, _>("designation")?.map(|text| read_designation(&text)).transpose()?;
+                Ok(DesignationRead {
+                    facts: DesignationFacts { cluster: Some(cluster), service, current },
+                    recorded: row.try_get("recorded")?,
+                    version: row.try_get("facts_version")?,
+                })
+            }
+
+            /// What the facts decide: an answer without a write, or a write to commit.
+            pub(super) enum DesignationDecision {
+                Answer(DesignationCommit),
+                Write(DesignationWrite),
+            }
+
+            /// A recorded mutation id answers `MutationExists` before the judge is asked; then the
+            /// judge decides, and an acceptance is checked against the facts it was given.
+            pub(super) fn decide_designation(
+                cluster_id: &Id,
+                service_id: &Id,
+                mutation_id: &Id,
+                read: &DesignationRead,
+                judge: &DesignationJudge<'_>,
+            ) -> Result<DesignationDecision, StoreError> {
+                if read.recorded {
+                    return Ok(DesignationDecision::Answer(DesignationCommit::MutationExists));
+                }
+                match judge(&read.facts) {
+                    Err(refusal) => Ok(DesignationDecision::Answer(DesignationCommit::Refused(refusal))),
+                    // Nothing can be written for a cluster that does not exist.
+                    Ok(_) if read.facts.cluster.is_none() => Ok(DesignationDecision::Answer(DesignationCommit::Refused(
+                        DesignationRefusal::NotFound(MissingKind::Cluster),
+                    ))),
+                    Ok(write) => {
+                        check_designation_write(cluster_id, service_id, mutation_id, &read.facts, &write)?;
+                        Ok(DesignationDecision::Write(write))
+                    }
+                }
+            }
+
+            /// The answer of a committed designation: its spec is the facts' current spec
+            /// (`check_designation_write` made sure the designation was prepared against it).
+            pub(super) fn accepted_designation(facts: DesignationFacts, write: DesignationWrite) -> DesignationCommit {
+                let spec = facts.service.expect("an accepted designation names the current spec");
+                DesignationCommit::Accepted { designation: write.designation, spec }
+            }
+
+            /// Counts a write of a fact the designation judge reads (see `commit_designation`).
+            pub(super) async fn bump_facts_version(connection: &mut $connection, cluster_id: &Id) -> Result<(), StoreError> {
+                sqlx::query("UPDATE clusters SET facts_version = facts_version + 1 WHERE id = $1")
+                    .bind(cluster_id.as_str())
+                    .execute(&mut *connection)
+                    .await?;
+                Ok(())
+            }
+
             #[async_trait::async_trait]
             impl Store for $store {
                 $($own)*
@@ -211,7 +308,8 @@ macro_rules! sql_store {
                             let updated = sqlx::query(
                                 "UPDATE clusters SET organization_id = $2, record = $3, revision = $4, runtime_phase = $5, \
                                    runtime_generation = $6, relay_origin = $7, fleet_designation_id = $8, \
-                                   fleet_designation_generation = $9, fleet_designation_digest = $10 \
+                                   fleet_designation_generation = $9, fleet_designation_digest = $10, \
+                                   facts_version = facts_version + 1 \
                                  WHERE id = $1 AND revision = $11",
                             )
                             .bind(cluster.id.as_str())
@@ -381,6 +479,7 @@ macro_rules! sql_store {
                     .bind(&text)
                     .execute(&mut *transaction)
                     .await?;
+                    bump_facts_version(&mut transaction, cluster_id).await?;
                     transaction.commit().await?;
                     Ok(PutOutcome::Written(ServiceRuntimeSpec { body: body.clone(), revision }))
                 }
@@ -425,6 +524,7 @@ macro_rules! sql_store {
                             .bind(counter_to_sql(current, "service revision")?)
                             .execute(&mut *transaction)
                             .await?;
+                            bump_facts_version(&mut transaction, cluster_id).await?;
                             transaction.commit().await?;
                             return Ok(PutOutcome::Written(()));
                         }
@@ -512,62 +612,35 @@ macro_rules! sql_store {
                     judge: &DesignationJudge<'_>,
                 ) -> Result<DesignationCommit, StoreError> {
                     let mut pooled = self.pool.acquire().await?;
-                    // The transaction's first round trip also takes the cluster's lock.
-                    let mut transaction = begin_locked(&mut pooled, cluster_id).await?;
-                    // Every fact in one statement after the lock (on PostgreSQL a statement's snapshot
-                    // is taken when it starts, so it must start after the lock is held).
-                    let row = sqlx::query(
-                        "SELECT c.record, c.revision, m.mutation_id IS NOT NULL AS recorded, \
-                           r.body AS spec_body, r.revision AS spec_revision, d.record AS designation \
-                         FROM (SELECT 1 AS one) facts \
-                         LEFT JOIN clusters c ON c.id = $1 \
-                         LEFT JOIN ingress_designations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
-                         LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
-                         LEFT JOIN service_spec_revisions r \
-                           ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
-                         LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation",
-                    )
-                    .bind(cluster_id.as_str())
-                    .bind(service_id.as_str())
-                    .bind(mutation_id.as_str())
-                    .fetch_one(&mut *transaction)
-                    .await?;
-                    let cluster = match row.try_get::<Option<String>, _>("record")? {
-                        Some(_) => Some(cluster_from_row(&row)?),
-                        None => None,
-                    };
-                    let (recorded, service, current) = if cluster.is_some() {
-                        let service = match (row.try_get::<Option<String>, _>("spec_body")?, row.try_get::<Option<i64>, _>("spec_revision")?) {
-                            (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
-                            _ => None,
-                        };
-                        let current = row.try_get::<Option<String>, _>("designation")?.map(|text| read_designation(&text)).transpose()?;
-                        (row.try_get::<bool, _>("recorded")?, service, current)
-                    } else {
-                        (false, None, None)
-                    };
-                    if recorded {
-                        transaction.rollback().await?;
-                        return Ok(DesignationCommit::MutationExists);
+                    // Optimistic: every fact at one snapshot, the judge, and one write that commits only
+                    // while no fact has been written since (the cluster's facts version). A refusal is
+                    // answered from that one snapshot.
+                    let read = designation_facts(&mut pooled, cluster_id, service_id, mutation_id).await?;
+                    match decide_designation(cluster_id, service_id, mutation_id, &read, judge)? {
+                        DesignationDecision::Answer(commit) => return Ok(commit),
+                        DesignationDecision::Write(write) => {
+                            let current_generation = read.facts.current.as_ref().map(|current| current.generation);
+                            if write_designation_alone(&mut pooled, cluster_id, read.version, current_generation, &write).await? {
+                                return Ok(accepted_designation(read.facts, write));
+                            }
+                        }
                     }
-                    let facts = DesignationFacts { cluster, service, current };
-                    let write = match judge(&facts) {
-                        Err(refusal) => {
+                    // A fact was written between the read and the write: judge again under the
+                    // cluster's lock (taken in the transaction's first round trip), so the answer is
+                    // exact — a racing twin's replay, `designation-conflict`, or an acceptance.
+                    let mut transaction = begin_locked(&mut pooled, cluster_id).await?;
+                    let read = designation_facts(&mut transaction, cluster_id, service_id, mutation_id).await?;
+                    let write = match decide_designation(cluster_id, service_id, mutation_id, &read, judge)? {
+                        DesignationDecision::Answer(commit) => {
                             transaction.rollback().await?;
-                            return Ok(DesignationCommit::Refused(refusal));
+                            return Ok(commit);
                         }
-                        Ok(_) if facts.cluster.is_none() => {
-                            // Nothing can be written for a cluster that does not exist.
-                            transaction.rollback().await?;
-                            return Ok(DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster)));
-                        }
-                        Ok(write) => write,
+                        DesignationDecision::Write(write) => write,
                     };
-                    check_designation_write(cluster_id, service_id, mutation_id, &facts, &write)?;
-                    let current_generation = facts.current.as_ref().map(|current| current.generation);
-                    // The guarded move of the head (the compare-and-swap's second guard besides the lock)
-                    // and, only if it moved, the generation, the sealed secret and the mutation record.
-                    if !write_designation(&mut transaction, cluster_id, current_generation, &write).await? {
+                    let current_generation = read.facts.current.as_ref().map(|current| current.generation);
+                    // The guarded move of the head (a second guard besides the lock) and, only if it
+                    // moved, the generation with its mutation record and the sealed secret.
+                    if !write_designation(&mut transaction, cluster_id, read.version, current_generation, &write).await? {
                         transaction.rollback().await?;
                         let current = self.current_designation(cluster_id).await?;
                         return Ok(DesignationCommit::Refused(DesignationRefusal::DesignationConflict(
@@ -575,9 +648,7 @@ macro_rules! sql_store {
                         )));
                     }
                     transaction.commit().await?;
-                    // `check_designation_write` made sure the designation was prepared against this spec.
-                    let spec = facts.service.expect("an accepted designation names the current spec");
-                    Ok(DesignationCommit::Accepted { designation: write.designation, spec })
+                    Ok(accepted_designation(read.facts, write))
                 }
 
                 async fn get_secret(&self, secret_id: &Id, secret_version_id: &Id) -> Result<Option<SealedSecret>, StoreError> {

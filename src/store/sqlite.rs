@@ -126,17 +126,20 @@ async fn lock_cluster(connection: &mut SqliteConnection, cluster_id: &Id) -> Res
 async fn write_designation(
     connection: &mut SqliteConnection,
     cluster_id: &Id,
+    facts_version: i64,
     current_generation: Option<u64>,
     write: &DesignationWrite,
 ) -> Result<bool, StoreError> {
     let designation = &write.designation;
     let generation = counter_to_sql(designation.generation, "designation generation")?;
     let moved = sqlx::query(
-        "UPDATE clusters SET designation_generation = $2 WHERE id = $1 AND designation_generation IS NOT DISTINCT FROM $3",
+        "UPDATE clusters SET designation_generation = $2, facts_version = facts_version + 1 \
+         WHERE id = $1 AND facts_version = $4 AND designation_generation IS NOT DISTINCT FROM $3",
     )
     .bind(cluster_id.as_str())
     .bind(generation)
     .bind(current_generation.map(|current| counter_to_sql(current, "designation generation")).transpose()?)
+    .bind(facts_version)
     .execute(&mut *connection)
     .await?;
     if moved.rows_affected() != 1 {
@@ -169,6 +172,25 @@ async fn write_designation(
     .execute(&mut *connection)
     .await?;
     Ok(true)
+}
+
+/// Writes an accepted designation judged on facts read outside a transaction, in a write
+/// transaction of its own; false (nothing written) as [`write_designation`].
+async fn write_designation_alone(
+    connection: &mut SqliteConnection,
+    cluster_id: &Id,
+    facts_version: i64,
+    current_generation: Option<u64>,
+    write: &DesignationWrite,
+) -> Result<bool, StoreError> {
+    let mut transaction = begin_write(connection).await?;
+    if write_designation(&mut transaction, cluster_id, facts_version, current_generation, write).await? {
+        transaction.commit().await?;
+        Ok(true)
+    } else {
+        transaction.rollback().await?;
+        Ok(false)
+    }
 }
 
 /// Begins a write transaction for cluster `cluster_id`: SQLite's write lock is the whole
