@@ -14,6 +14,11 @@
 //! (target < 100 MiB). The server runs as a separate `cloudly serve` process so its memory is its
 //! own. A missed target is reported, not fatal; a refused or failed request fails the run.
 //!
+//! The phases are interleaved: each phase's measured time is split into [`ROUNDS`] slices, and
+//! every round runs one slice of each phase in the order above. Whatever drifts during a run —
+//! a checkpoint, autovacuum after the designation writes, another program — then falls on every
+//! phase alike instead of on whichever phase it happened to meet.
+//!
 //! Run with `cargo bench --bench service`. PostgreSQL: `CLOUDLY_TEST_PG_ADMIN_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); a throwaway database is created and dropped.
 //! `CLOUDLY_BENCH_SECONDS` overrides the measured seconds per phase (default 5).
@@ -33,8 +38,12 @@ use tokio::io::AsyncBufReadExt as _;
 
 /// Concurrent clients in every phase.
 const CLIENTS: usize = 16;
-/// Unmeasured time at the start of every phase.
+/// Unmeasured time before a phase's first slice.
 const WARM_UP: Duration = Duration::from_secs(1);
+/// Unmeasured time before each later slice of a phase.
+const SLICE_WARM_UP: Duration = Duration::from_millis(200);
+/// Slices per phase (the rounds of the interleaving).
+const ROUNDS: u32 = 5;
 /// Measured time of every phase unless `CLOUDLY_BENCH_SECONDS` says otherwise.
 const DEFAULT_MEASURE_SECONDS: u64 = 5;
 /// A bound on the operations of one client in one phase, whatever the clock says.
@@ -331,7 +340,8 @@ struct ClientRun {
     last_finish: Instant,
 }
 
-async fn drive<W: Worker>(mut worker: W, measure_from: Instant, stop_at: Instant) -> BenchResult<ClientRun> {
+/// Runs one client until `stop_at`; hands the worker back, so the next slice continues its state.
+async fn drive<W: Worker>(mut worker: W, measure_from: Instant, stop_at: Instant) -> BenchResult<(W, ClientRun)> {
     let mut latencies_us = Vec::with_capacity(16 * 1024);
     let mut last_finish = Instant::now();
     for _ in 0..MAX_OPS_PER_CLIENT {
@@ -345,7 +355,7 @@ async fn drive<W: Worker>(mut worker: W, measure_from: Instant, stop_at: Instant
             latencies_us.push(u32::try_from((last_finish - started).as_micros()).unwrap_or(u32::MAX));
         }
     }
-    Ok(ClientRun { latencies_us, last_finish })
+    Ok((worker, ClientRun { latencies_us, last_finish }))
 }
 
 struct PhaseResult {
@@ -372,21 +382,67 @@ fn percentile_ms(sorted: &[u32], percent: f64) -> f64 {
 }
 
 struct PhaseContext {
-    measure: Duration,
     server_pid: String,
     ticks: f64,
     cpus: f64,
 }
 
-async fn run_phase<W: Worker>(
+/// One phase's measurements, added up over its slices.
+struct PhaseTotals {
+    label: &'static str,
+    latencies_us: Vec<u32>,
+    window_seconds: f64,
+    spent: CpuSpent,
+}
+
+impl PhaseTotals {
+    fn new(label: &'static str) -> Self {
+        PhaseTotals {
+            label,
+            latencies_us: Vec::new(),
+            window_seconds: 0.0,
+            spent: CpuSpent { bench: 0.0, server: 0.0, postgres: 0.0, other: 0.0 },
+        }
+    }
+
+    fn result(mut self, context: &PhaseContext) -> BenchResult<PhaseResult> {
+        let label = self.label;
+        self.latencies_us.sort_unstable();
+        let operations = self.latencies_us.len();
+        if operations == 0 {
+            return Err(format!("{label}: no operation completed in the measured window"));
+        }
+        let spent = &self.spent;
+        let per_op = |seconds: f64| seconds * 1000.0 / operations as f64;
+        let window = self.window_seconds;
+        Ok(PhaseResult {
+            label,
+            operations,
+            throughput: operations as f64 / window,
+            p50_ms: percentile_ms(&self.latencies_us, 50.0),
+            p99_ms: percentile_ms(&self.latencies_us, 99.0),
+            max_ms: f64::from(*self.latencies_us.last().expect("not empty")) / 1000.0,
+            cpu_ms_per_op: (per_op(spent.bench), per_op(spent.server), per_op(spent.postgres)),
+            other_busy: spent.other / (window * context.cpus),
+            machine_busy: (spent.bench + spent.server + spent.postgres + spent.other) / (window * context.cpus),
+        })
+    }
+}
+
+/// Runs one slice of a phase — `warm_up` unmeasured, then `measure` measured — adds it to
+/// `totals`, and hands the workers back for the next slice.
+async fn run_slice<W: Worker>(
     context: &PhaseContext,
     pool: &PgPool,
-    label: &'static str,
+    warm_up: Duration,
+    measure: Duration,
     workers: Vec<W>,
-) -> BenchResult<PhaseResult> {
+    totals: &mut PhaseTotals,
+) -> BenchResult<Vec<W>> {
+    let label = totals.label;
     let start = Instant::now();
-    let measure_from = start + WARM_UP;
-    let stop_at = measure_from + context.measure;
+    let measure_from = start + warm_up;
+    let stop_at = measure_from + measure;
     let tasks: Vec<_> = workers.into_iter().map(|worker| tokio::spawn(drive(worker, measure_from, stop_at))).collect();
     tokio::time::sleep_until(measure_from.into()).await;
     let postgres = postgres_pids(pool).await;
@@ -401,32 +457,21 @@ async fn run_phase<W: Worker>(
     .await
     .map_err(|_| format!("{label}: clients still running {PHASE_OVERRUN:?} after the phase's end"))??;
     let cpu_after = cpu_snapshot(&context.server_pid, &postgres);
-    let mut latencies = Vec::new();
+    let mut workers = Vec::with_capacity(joined.len());
     let mut last_finish = stop_at;
     for run in joined {
-        let run = run.map_err(|error| format!("{label}: {error}"))?;
-        latencies.extend_from_slice(&run.latencies_us);
+        let (worker, run) = run.map_err(|error| format!("{label}: {error}"))?;
+        totals.latencies_us.extend_from_slice(&run.latencies_us);
         last_finish = last_finish.max(run.last_finish);
+        workers.push(worker);
     }
-    latencies.sort_unstable();
-    let window = (last_finish - measure_from).as_secs_f64();
-    let operations = latencies.len();
-    if operations == 0 {
-        return Err(format!("{label}: no operation completed in the measured window"));
-    }
+    totals.window_seconds += (last_finish - measure_from).as_secs_f64();
     let spent = cpu_spent(cpu_before, cpu_after, context.ticks);
-    let per_op = |seconds: f64| seconds * 1000.0 / operations as f64;
-    Ok(PhaseResult {
-        label,
-        operations,
-        throughput: operations as f64 / window,
-        p50_ms: percentile_ms(&latencies, 50.0),
-        p99_ms: percentile_ms(&latencies, 99.0),
-        max_ms: f64::from(*latencies.last().expect("not empty")) / 1000.0,
-        cpu_ms_per_op: (per_op(spent.bench), per_op(spent.server), per_op(spent.postgres)),
-        other_busy: spent.other / (window * context.cpus),
-        machine_busy: (spent.bench + spent.server + spent.postgres + spent.other) / (window * context.cpus),
-    })
+    totals.spent.bench += spent.bench;
+    totals.spent.server += spent.server;
+    totals.spent.postgres += spent.postgres;
+    totals.spent.other += spent.other;
+    Ok(workers)
 }
 
 // (a) raw compare-and-swap.
@@ -676,12 +721,10 @@ async fn measure_all(
     }
 
     let context = PhaseContext {
-        measure,
         server_pid: server.pid.to_string(),
         ticks: clock_ticks_per_second(),
         cpus: std::thread::available_parallelism().map_or(1.0, |cpus| cpus.get() as f64),
     };
-    let mut phases = Vec::new();
     let raw_cas = |one_row: bool| -> Vec<RawCas> {
         (0..CLIENTS)
             .map(|index| RawCas {
@@ -690,9 +733,9 @@ async fn measure_all(
             })
             .collect()
     };
-    phases.push(run_phase(&context, &pool, "(a) raw CAS, own row", raw_cas(false)).await?);
-    phases.push(run_phase(&context, &pool, "(a') raw CAS, one row (contended)", raw_cas(true)).await?);
-    let designators = (0..CLIENTS)
+    let mut cas = raw_cas(false);
+    let mut cas_one_row = raw_cas(true);
+    let mut designators: Vec<Designate> = (0..CLIENTS)
         .map(|index| Designate {
             client: client.clone(),
             identity: identity.clone(),
@@ -702,18 +745,36 @@ async fn measure_all(
             generation: 0,
         })
         .collect();
-    phases.push(run_phase(&context, &pool, "(b) designateClusterIngress", designators).await?);
-    let (_, rss_after_designate_kib) = server.memory_kib()?;
-    let selects = (0..CLIENTS).map(|index| RawSelect { pool: pool.clone(), row: format!("r{index}") }).collect();
-    phases.push(run_phase(&context, &pool, "(c) raw select by key", selects).await?);
-    let getters = (0..CLIENTS)
+    let mut selects: Vec<RawSelect> =
+        (0..CLIENTS).map(|index| RawSelect { pool: pool.clone(), row: format!("r{index}") }).collect();
+    let mut getters: Vec<GetDesignation> = (0..CLIENTS)
         .map(|index| GetDesignation {
             client: client.clone(),
             identity: identity.clone(),
             cluster: cluster_name(index),
         })
         .collect();
-    phases.push(run_phase(&context, &pool, "(d) getClusterIngressDesignation", getters).await?);
+    let mut totals = [
+        PhaseTotals::new("(a) raw CAS, own row"),
+        PhaseTotals::new("(a') raw CAS, one row (contended)"),
+        PhaseTotals::new("(b) designateClusterIngress"),
+        PhaseTotals::new("(c) raw select by key"),
+        PhaseTotals::new("(d) getClusterIngressDesignation"),
+    ];
+    let slice = measure / ROUNDS;
+    let mut rss_after_designate_kib = 0;
+    for round in 0..ROUNDS {
+        let warm_up = if round == 0 { WARM_UP } else { SLICE_WARM_UP };
+        let [a, a_one_row, b, c, d] = &mut totals;
+        cas = run_slice(&context, &pool, warm_up, slice, cas, a).await?;
+        cas_one_row = run_slice(&context, &pool, warm_up, slice, cas_one_row, a_one_row).await?;
+        // Every later phase of the round reads the designations this one wrote.
+        designators = run_slice(&context, &pool, warm_up, slice, designators, b).await?;
+        rss_after_designate_kib = server.memory_kib()?.1;
+        selects = run_slice(&context, &pool, warm_up, slice, selects, c).await?;
+        getters = run_slice(&context, &pool, warm_up, slice, getters, d).await?;
+    }
+    let phases = totals.into_iter().map(|totals| totals.result(&context)).collect::<BenchResult<Vec<_>>>()?;
     let (hwm_kib, rss_end_kib) = server.memory_kib()?;
     pool.close().await;
     Ok((phases, rss_idle_kib, rss_after_designate_kib, hwm_kib, rss_end_kib))
@@ -727,7 +788,8 @@ fn print_report(report: &Report) {
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!();
     println!(
-        "cloudly service benchmark: {CLIENTS} concurrent clients, {WARM_UP:?} warm-up + {:?} measured per phase",
+        "cloudly service benchmark: {CLIENTS} concurrent clients, {:?} measured per phase in {ROUNDS} interleaved \
+         slices (warm-up {WARM_UP:?} before a phase's first slice, {SLICE_WARM_UP:?} before the others)",
         report.measure
     );
     println!(
@@ -790,7 +852,7 @@ fn print_report(report: &Report) {
         verdict(hwm < TARGET_RSS_MIB)
     );
     println!(
-        "server RSS: {:.1} MiB after seeding, {:.1} MiB after (b), {:.1} MiB at the end",
+        "server RSS: {:.1} MiB after seeding, {:.1} MiB after the last (b) slice, {:.1} MiB at the end",
         mib(report.rss_idle_kib),
         mib(report.rss_after_designate_kib),
         mib(report.rss_end_kib)

@@ -5,7 +5,11 @@
 --    judges a cluster locks that row first, so the compare-and-swap now updates the row it has
 --    locked, like a plain single-row CAS, instead of a second table.
 -- 2. The mutation record folds into the generation it produced (`mutation_id`,
---    `request_canonical`), unique per cluster: one row and one index less per designation.
+--    `request_canonical`), unique per cluster: one row and one index less per designation. The
+--    unique index leads with `mutation_id`, so the primary key (cluster_id, generation) is the one
+--    index that starts with `cluster_id` and a lookup of one generation never settles for a scan
+--    of every generation of the cluster (which a planner with stale statistics may choose when two
+--    indexes share that first column).
 -- 3. The foreign key from a generation to its spec revision goes: checking it locked the revision
 --    row (FOR KEY SHARE) on every designation. The judge reads that revision under the cluster
 --    lock in the same transaction, and spec revisions are never deleted.
@@ -29,7 +33,7 @@ FROM ingress_designation_mutations m WHERE m.cluster_id = d.cluster_id AND m.gen
 ALTER TABLE ingress_designations
     ALTER COLUMN mutation_id SET NOT NULL,
     ALTER COLUMN request_canonical SET NOT NULL,
-    ADD CONSTRAINT ingress_designations_mutation UNIQUE (cluster_id, mutation_id);
+    ADD CONSTRAINT ingress_designations_mutation UNIQUE (mutation_id, cluster_id);
 
 DO $$
 DECLARE constraint_name TEXT;

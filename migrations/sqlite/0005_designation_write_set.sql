@@ -27,7 +27,7 @@ UPDATE ingress_designations SET
                          WHERE m.cluster_id = ingress_designations.cluster_id
                            AND m.generation = ingress_designations.generation);
 
-CREATE UNIQUE INDEX ingress_designations_mutation ON ingress_designations (cluster_id, mutation_id);
+CREATE UNIQUE INDEX ingress_designations_mutation ON ingress_designations (mutation_id, cluster_id);
 
 DROP TABLE ingress_designation_mutations;
 DROP TABLE ingress_designation_heads;

@@ -146,17 +146,9 @@ async fn write_designation(
     Ok(moved == 1)
 }
 
-/// Writes an accepted designation judged on facts read outside a transaction: [`write_designation`]
-/// is one statement, so it is its own transaction.
-async fn write_designation_alone(
-    connection: &mut PgConnection,
-    cluster_id: &Id,
-    facts_version: i64,
-    current_generation: Option<u64>,
-    write: &DesignationWrite,
-) -> Result<bool, StoreError> {
-    write_designation(connection, cluster_id, facts_version, current_generation, write).await
-}
+// A designation judged on facts read outside a transaction is written by the same one statement,
+// which is its own transaction.
+use write_designation as write_designation_alone;
 
 /// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists)
 /// from its first round trip: `BEGIN` and the lock go to PostgreSQL as one simple query. The id

@@ -275,11 +275,15 @@ macro_rules! registration_store {
                 let mut connection = self.pool.acquire().await?;
                 // The designation, the designated service's current spec, the node, the route table.
                 let row = sqlx::query(
+                    // The head generation is an uncorrelated subquery, evaluated once, so the
+                    // designation's lookup is the primary key's (cluster_id, generation) whatever the
+                    // planner's statistics say.
                     "SELECT d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, \
                        EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = $1 AND n.node_id = $2) AS node_exists, \
                        (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision \
                      FROM clusters c \
-                     LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
+                     LEFT JOIN ingress_designations d ON d.cluster_id = $1 \
+                       AND d.generation = (SELECT h.designation_generation FROM clusters h WHERE h.id = $1) \
                      LEFT JOIN services s ON s.cluster_id = d.cluster_id AND s.service_id = d.ingress_service_id \
                        AND NOT s.deleted \
                      LEFT JOIN service_spec_revisions r ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id \

@@ -20,6 +20,16 @@
 ///
 /// `cluster_row_changed` and `service_head_changed` are the messages of the two "cannot happen
 /// under the lock" errors.
+/// The record of cluster `c`'s current designation (NULL when it holds none), as a correlated
+/// scalar subquery: its lookup is always the primary key's (cluster_id, generation), whatever the
+/// planner's statistics say (joined instead, a planner that believes each cluster has one
+/// generation may scan all of them).
+macro_rules! current_designation_sql {
+    () => {
+        "(SELECT d.record FROM ingress_designations d WHERE d.cluster_id = c.id AND d.generation = c.designation_generation)"
+    };
+}
+
 macro_rules! sql_store {
     (
         store: $store:ident,
@@ -121,15 +131,12 @@ macro_rules! sql_store {
                 connection: &mut $connection,
                 cluster_id: &Id,
             ) -> Result<Option<ClusterIngressDesignation>, StoreError> {
-                let row = sqlx::query(
-                    "SELECT d.record FROM clusters c \
-                     JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
-                     WHERE c.id = $1",
-                )
-                .bind(cluster_id.as_str())
-                .fetch_optional(&mut *connection)
-                .await?;
-                row.map(|row| read_designation(&row.try_get::<String, _>("record")?)).transpose()
+                let row = sqlx::query(concat!("SELECT ", current_designation_sql!(), " AS record FROM clusters c WHERE c.id = $1"))
+                    .bind(cluster_id.as_str())
+                    .fetch_optional(&mut *connection)
+                    .await?;
+                let record = row.map(|row| row.try_get::<Option<String>, _>("record")).transpose()?.flatten();
+                record.map(|text| read_designation(&text)).transpose()
             }
 
             /// The facts of a designation as one statement read them, with the cluster's facts
@@ -149,17 +156,18 @@ macro_rules! sql_store {
                 service_id: &Id,
                 mutation_id: &Id,
             ) -> Result<DesignationRead, StoreError> {
-                let row = sqlx::query(
-                    "SELECT c.record, c.revision, c.facts_version, m.mutation_id IS NOT NULL AS recorded, \
-                       r.body AS spec_body, r.revision AS spec_revision, d.record AS designation \
+                let row = sqlx::query(concat!(
+                    "SELECT c.record, c.revision, c.facts_version, \
+                       EXISTS (SELECT 1 FROM ingress_designations m WHERE m.mutation_id = $3 AND m.cluster_id = $1) AS recorded, \
+                       (SELECT r.body FROM service_spec_revisions r WHERE r.cluster_id = s.cluster_id \
+                          AND r.service_id = s.service_id AND r.revision = s.current_revision) AS spec_body, \
+                       s.current_revision AS spec_revision, ",
+                    current_designation_sql!(),
+                    " AS designation \
                      FROM (SELECT 1 AS one) facts \
                      LEFT JOIN clusters c ON c.id = $1 \
-                     LEFT JOIN ingress_designations m ON m.cluster_id = $1 AND m.mutation_id = $3 \
-                     LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted \
-                     LEFT JOIN service_spec_revisions r \
-                       ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
-                     LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation",
-                )
+                     LEFT JOIN services s ON s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted"
+                ))
                 .bind(cluster_id.as_str())
                 .bind(service_id.as_str())
                 .bind(mutation_id.as_str())
@@ -571,11 +579,7 @@ macro_rules! sql_store {
                     &self,
                     cluster_id: &Id,
                 ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
-                    let row = sqlx::query(
-                        "SELECT d.record FROM clusters c \
-                         LEFT JOIN ingress_designations d ON d.cluster_id = c.id AND d.generation = c.designation_generation \
-                         WHERE c.id = $1",
-                    )
+                    let row = sqlx::query(concat!("SELECT ", current_designation_sql!(), " AS record FROM clusters c WHERE c.id = $1"))
                     .bind(cluster_id.as_str())
                     .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
