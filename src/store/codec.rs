@@ -5,8 +5,8 @@
 use super::{DesignationFacts, DesignationWrite, StoreError};
 use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};
 use crate::contract::inventory::{
-    ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization,
-    parse_service_spec_body,
+    ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody, parse_cluster, parse_node,
+    parse_organization, parse_service_spec_body,
 };
 use crate::contract::json::MAX_SAFE_INTEGER;
 use crate::contract::json::{canonical, parse_record_text};
@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
+use std::collections::HashMap;
 
 /// One embedded migration: its version, description and SQL text.
 pub(crate) struct EmbeddedMigration {
@@ -141,7 +142,9 @@ pub(crate) fn read_organization(text: &str) -> Result<Organization, StoreError> 
 
 /// Reads a stored cluster.
 pub(crate) fn read_cluster(text: &str) -> Result<ClusterSpec, StoreError> {
-    parse_cluster(&read_json(text, "cluster")?).map_err(|violations| not_readable("cluster", &violations))
+    CHECKED_CLUSTERS.read(text, |text| {
+        parse_cluster(&read_json(text, "cluster")?).map_err(|violations| not_readable("cluster", &violations))
+    })
 }
 
 /// Reads a stored node.
@@ -151,13 +154,75 @@ pub(crate) fn read_node(text: &str) -> Result<NodeSpec, StoreError> {
 
 /// Reads a stored service spec body at its revision.
 pub(crate) fn read_service_spec(text: &str, revision: i64) -> Result<ServiceRuntimeSpec, StoreError> {
-    let body = parse_service_spec_body(&read_json(text, "service spec")?)
-        .map_err(|violations| not_readable("service spec", &violations))?;
+    let body = CHECKED_SPEC_BODIES.read(text, |text| {
+        parse_service_spec_body(&read_json(text, "service spec")?)
+            .map_err(|violations| not_readable("service spec", &violations))
+    })?;
     Ok(ServiceRuntimeSpec { body, revision: counter_from_sql(revision, "service spec revision")? })
 }
 
+/// Stored texts that have passed their full read, with what they read as, for the records read
+/// on every designation and every `getClusterIngressDesignation` (the cluster, the designated
+/// service's spec, the current designation). Reading a record is a pure function of its text, so
+/// a text seen before is answered from here; checking a designation's text (strict parse, exact
+/// snapshot, canonical bytes, SHA-256) was a tenth of the server's CPU per read. A text that
+/// differs in any byte is read in full; a failing text is never remembered. At most
+/// [`CheckedTexts::CAPACITY`] texts per kind; when full, the memo starts over.
+struct CheckedTexts<T> {
+    entries: std::sync::Mutex<HashMap<Box<str>, T>>,
+}
+
+impl<T: Clone> CheckedTexts<T> {
+    const CAPACITY: usize = 1024;
+
+    fn new() -> Self {
+        CheckedTexts { entries: std::sync::Mutex::new(HashMap::new()) }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, T>> {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What `text` reads as: remembered, or `read` in full (and remembered when it passes).
+    fn read(&self, text: &str, read: impl FnOnce(&str) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Some(value) = self.entries().get(text).cloned() {
+            return Ok(value);
+        }
+        let value = read(text)?;
+        self.remember(text, value.clone());
+        Ok(value)
+    }
+
+    fn remember(&self, text: &str, value: T) {
+        let mut entries = self.entries();
+        if entries.len() >= Self::CAPACITY {
+            entries.clear();
+        }
+        entries.insert(text.into(), value);
+    }
+}
+
+static CHECKED_CLUSTERS: std::sync::LazyLock<CheckedTexts<ClusterSpec>> = std::sync::LazyLock::new(CheckedTexts::new);
+static CHECKED_SPEC_BODIES: std::sync::LazyLock<CheckedTexts<ServiceSpecBody>> =
+    std::sync::LazyLock::new(CheckedTexts::new);
+static CHECKED_DESIGNATIONS: std::sync::LazyLock<CheckedTexts<ClusterIngressDesignation>> =
+    std::sync::LazyLock::new(CheckedTexts::new);
+
 /// Reads a stored designation under the raw-text rules and checks its digest.
 pub(crate) fn read_designation(text: &str) -> Result<ClusterIngressDesignation, StoreError> {
+    CHECKED_DESIGNATIONS.read(text, check_designation)
+}
+
+/// Remembers the text of a designation this process just wrote ([`record_text`] of a designation
+/// whose digest `check_designation_write` verified), so the next read of the cluster's current
+/// designation needs no full check. Test builds check it in full all the same.
+pub(crate) fn remember_written_designation(text: &str, designation: &ClusterIngressDesignation) {
+    debug_assert_eq!(check_designation(text).ok().as_ref(), Some(designation), "a written designation reads back");
+    CHECKED_DESIGNATIONS.remember(text, designation.clone());
+}
+
+/// The full check of a stored designation's text.
+fn check_designation(text: &str) -> Result<ClusterIngressDesignation, StoreError> {
     let value = parse_record_text(text)
         .map_err(|_| StoreError::Corrupt("stored ingress designation breaks the raw-text rules".into()))?;
     let designation = snapshot_cluster_ingress_designation(&value)

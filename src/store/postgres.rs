@@ -123,6 +123,7 @@ async fn write_designation(
     let designation = &write.designation;
     let current_generation =
         current_generation.map(|current| counter_to_sql(current, "designation generation")).transpose()?;
+    let text = record_text(designation, "ingress designation")?;
     let moved: i64 = sqlx::query(DESIGNATION_WRITE_SQL)
         .bind(cluster_id.as_str())
         .bind(counter_to_sql(designation.generation, "designation generation")?)
@@ -130,7 +131,7 @@ async fn write_designation(
         .bind(designation.digest.as_str())
         .bind(designation.ingress_service_id.as_str())
         .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
-        .bind(record_text(designation, "ingress designation")?)
+        .bind(&text)
         .bind(write.mutation_id.as_str())
         .bind(&write.request_canonical)
         .bind(write.secret.secret_id.as_str())
@@ -143,6 +144,9 @@ async fn write_designation(
         .fetch_one(&mut *connection)
         .await?
         .try_get(0)?;
+    if moved == 1 {
+        codec::remember_written_designation(&text, designation);
+    }
     Ok(moved == 1)
 }
 

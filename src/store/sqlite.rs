@@ -132,6 +132,7 @@ async fn write_designation(
 ) -> Result<bool, StoreError> {
     let designation = &write.designation;
     let generation = counter_to_sql(designation.generation, "designation generation")?;
+    let text = record_text(designation, "ingress designation")?;
     let moved = sqlx::query(
         "UPDATE clusters SET designation_generation = $2, facts_version = facts_version + 1 \
          WHERE id = $1 AND facts_version = $4 AND designation_generation IS NOT DISTINCT FROM $3",
@@ -155,7 +156,7 @@ async fn write_designation(
     .bind(designation.digest.as_str())
     .bind(designation.ingress_service_id.as_str())
     .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
-    .bind(record_text(designation, "ingress designation")?)
+    .bind(&text)
     .bind(write.mutation_id.as_str())
     .bind(&write.request_canonical)
     .execute(&mut *connection)
@@ -171,6 +172,7 @@ async fn write_designation(
     .bind(write.secret.value_hash.as_slice())
     .execute(&mut *connection)
     .await?;
+    codec::remember_written_designation(&text, designation);
     Ok(true)
 }
 
