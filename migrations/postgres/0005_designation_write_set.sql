@@ -4,12 +4,13 @@
 --    (`clusters.designation_generation`, NULL while the cluster holds none). Every write that
 --    judges a cluster locks that row first, so the compare-and-swap now updates the row it has
 --    locked, like a plain single-row CAS, instead of a second table.
--- 2. The mutation record folds into the generation it produced (`mutation_id`,
---    `request_canonical`), unique per cluster: one row and one index less per designation. The
---    unique index leads with `mutation_id`, so the primary key (cluster_id, generation) is the one
---    index that starts with `cluster_id` and a lookup of one generation never settles for a scan
---    of every generation of the cluster (which a planner with stale statistics may choose when two
---    indexes share that first column).
+-- 2. The mutation record folds into the generation it produced (`mutation_key`,
+--    `request_canonical`): one row and one index less per designation. `mutation_key` is
+--    `<cluster id>/<mutation id>` (an id never holds `/`), unique, so a mutation is looked up by one
+--    column that only its own index holds. With the key split into (cluster_id, mutation_id), the
+--    primary key (cluster_id, generation) also matches `cluster_id = …`, and a planner whose
+--    statistics are from when the table was small (when each cluster had one generation) may pick
+--    it and scan every generation of the cluster.
 -- 3. The foreign key from a generation to its spec revision goes: checking it locked the revision
 --    row (FOR KEY SHARE) on every designation. The judge reads that revision under the cluster
 --    lock in the same transaction, and spec revisions are never deleted.
@@ -25,15 +26,16 @@ ALTER TABLE clusters ADD COLUMN facts_version BIGINT NOT NULL DEFAULT 0;
 UPDATE clusters c SET designation_generation = h.generation
 FROM ingress_designation_heads h WHERE h.cluster_id = c.id;
 
-ALTER TABLE ingress_designations ADD COLUMN mutation_id TEXT, ADD COLUMN request_canonical TEXT;
+ALTER TABLE ingress_designations ADD COLUMN mutation_key TEXT, ADD COLUMN request_canonical TEXT;
 
-UPDATE ingress_designations d SET mutation_id = m.mutation_id, request_canonical = m.request_canonical
+UPDATE ingress_designations d SET mutation_key = m.cluster_id || '/' || m.mutation_id,
+    request_canonical = m.request_canonical
 FROM ingress_designation_mutations m WHERE m.cluster_id = d.cluster_id AND m.generation = d.generation;
 
 ALTER TABLE ingress_designations
-    ALTER COLUMN mutation_id SET NOT NULL,
+    ALTER COLUMN mutation_key SET NOT NULL,
     ALTER COLUMN request_canonical SET NOT NULL,
-    ADD CONSTRAINT ingress_designations_mutation UNIQUE (mutation_id, cluster_id);
+    ADD CONSTRAINT ingress_designations_mutation UNIQUE (mutation_key);
 
 DO $$
 DECLARE constraint_name TEXT;

@@ -134,6 +134,12 @@ fn not_readable(what: &str, violations: &[String]) -> StoreError {
     StoreError::Corrupt(format!("stored {what} does not read back: {}", violations.join("; ")))
 }
 
+/// The stored key of a designation's mutation: `<cluster id>/<mutation id>`. An id never holds
+/// `/`, so the key names one mutation of one cluster.
+pub(crate) fn mutation_key(cluster_id: &Id, mutation_id: &Id) -> String {
+    format!("{cluster_id}/{mutation_id}")
+}
+
 /// Reads a stored organization.
 pub(crate) fn read_organization(text: &str) -> Result<Organization, StoreError> {
     parse_organization(&read_json(text, "organization")?)

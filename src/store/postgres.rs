@@ -104,7 +104,7 @@ const DESIGNATION_WRITE_SQL: &str = "WITH head AS (UPDATE clusters \
        SET designation_generation = $2, facts_version = facts_version + 1 \
        WHERE id = $1 AND facts_version = $16 AND designation_generation IS NOT DISTINCT FROM $13 RETURNING id), \
      designation AS (INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, \
-       ingress_service_id, prepared_spec_revision, record, mutation_id, request_canonical) \
+       ingress_service_id, prepared_spec_revision, record, mutation_key, request_canonical) \
        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM head), \
      secret AS (INSERT INTO secret_versions (secret_id, secret_version_id, nonce, ciphertext, value_hash) \
        SELECT $10, $11, $12, $14, $15 FROM head) \
@@ -132,7 +132,7 @@ async fn write_designation(
         .bind(designation.ingress_service_id.as_str())
         .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
         .bind(&text)
-        .bind(write.mutation_id.as_str())
+        .bind(codec::mutation_key(cluster_id, &write.mutation_id))
         .bind(&write.request_canonical)
         .bind(write.secret.secret_id.as_str())
         .bind(write.secret.secret_version_id.as_str())

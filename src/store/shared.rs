@@ -48,7 +48,7 @@ macro_rules! sql_store {
             use $crate::contract::{Id, NodeId};
             use $crate::store::codec::{
                 ClusterColumns, check_designation_write, counter_from_sql, counter_to_sql, hash_from_sql,
-                read_cluster, read_designation, read_node, read_organization, read_service_spec, record_text,
+                mutation_key, read_cluster, read_designation, read_node, read_organization, read_service_spec, record_text,
             };
             use $crate::store::{
                 DesignationCommit, DesignationFacts, DesignationJudge, DesignationRefusal, MissingKind, PutOutcome,
@@ -158,7 +158,7 @@ macro_rules! sql_store {
             ) -> Result<DesignationRead, StoreError> {
                 let row = sqlx::query(concat!(
                     "SELECT c.record, c.revision, c.facts_version, \
-                       EXISTS (SELECT 1 FROM ingress_designations m WHERE m.mutation_id = $3 AND m.cluster_id = $1) AS recorded, \
+                       EXISTS (SELECT 1 FROM ingress_designations m WHERE m.mutation_key = $3) AS recorded, \
                        (SELECT r.body FROM service_spec_revisions r WHERE r.cluster_id = s.cluster_id \
                           AND r.service_id = s.service_id AND r.revision = s.current_revision) AS spec_body, \
                        s.current_revision AS spec_revision, ",
@@ -170,7 +170,7 @@ macro_rules! sql_store {
                 ))
                 .bind(cluster_id.as_str())
                 .bind(service_id.as_str())
-                .bind(mutation_id.as_str())
+                .bind(mutation_key(cluster_id, mutation_id))
                 .fetch_one(&mut *connection)
                 .await?;
                 if row.try_get::<Option<String>, _>("record")?.is_none() {
@@ -551,10 +551,9 @@ macro_rules! sql_store {
                          FROM ingress_designations d \
                          LEFT JOIN service_spec_revisions r ON r.cluster_id = d.cluster_id \
                            AND r.service_id = d.ingress_service_id AND r.revision = d.prepared_spec_revision \
-                         WHERE d.cluster_id = $1 AND d.mutation_id = $2",
+                         WHERE d.mutation_key = $1",
                     )
-                    .bind(cluster_id.as_str())
-                    .bind(mutation_id.as_str())
+                    .bind(mutation_key(cluster_id, mutation_id))
                     .fetch_optional(&mut *self.pool.acquire().await?)
                     .await?;
                     let Some(row) = row else { return Ok(None) };

@@ -148,7 +148,7 @@ async fn write_designation(
     }
     sqlx::query(
         "INSERT INTO ingress_designations (cluster_id, generation, designation_id, digest, ingress_service_id, \
-           prepared_spec_revision, record, mutation_id, request_canonical) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+           prepared_spec_revision, record, mutation_key, request_canonical) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(cluster_id.as_str())
     .bind(generation)
@@ -157,7 +157,7 @@ async fn write_designation(
     .bind(designation.ingress_service_id.as_str())
     .bind(counter_to_sql(designation.prepared_spec_revision, "prepared spec revision")?)
     .bind(&text)
-    .bind(write.mutation_id.as_str())
+    .bind(codec::mutation_key(cluster_id, &write.mutation_id))
     .bind(&write.request_canonical)
     .execute(&mut *connection)
     .await?;
