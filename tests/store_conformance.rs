@@ -212,6 +212,7 @@ conformance!(
     lost_connections_are_replaced,
     facts_written_between_read_and_write_are_judged_again,
     a_twin_committed_between_read_and_write_is_replayed,
+    a_cancelled_write_releases_its_locks_at_once,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1270,4 +1271,46 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
     assert!(matches!(outcome, DesignationCommit::MutationExists), "{outcome:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the recorded mutation is answered before the judge");
     assert_eq!(store.list_designations(&id("c1"), 1, 10).await.unwrap().len(), 1, "one generation");
+}
+
+/// A write cancelled while it waits for the cluster's lock (a request timeout, a client gone)
+/// must not leave its transaction — and the lock it gets a moment later — on a pooled connection
+/// until that connection's next use: other processes would block on the cluster meanwhile.
+async fn a_cancelled_write_releases_its_locks_at_once(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let TestDatabase::Postgres { .. } = context.database.as_ref() else {
+        // SQLite has one writer at a time and no row locks to leave behind.
+        return;
+    };
+    let url = context.database.url();
+    // Another session holds the cluster's lock, so the store's write waits for it.
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut holder).await.unwrap();
+    let moved_on = spec_body("c1", "ingress", "ingress:2");
+    let write = store.put_service_spec(&moved_on, Some(1));
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(300), write).await.is_err(),
+        "the write waits for the lock, and is cancelled"
+    );
+    // The holder lets go; the cancelled write's backend gets the lock, and must give it back.
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        sqlx::query("BEGIN").execute(&mut probe).await.unwrap();
+        let locked = sqlx::query("SELECT 1 FROM clusters WHERE id = 'c1' FOR UPDATE NOWAIT").execute(&mut probe).await;
+        sqlx::query("ROLLBACK").execute(&mut probe).await.unwrap();
+        if locked.is_ok() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the cluster stays locked by the cancelled write: {locked:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Nothing of the cancelled write was committed, and the store works on.
+    assert_eq!(store.get_service_spec(&id("c1"), &id("ingress"), None).await.unwrap().unwrap().revision, 1);
+    written(store.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
+    holder.close().await.ok();
+    probe.close().await.ok();
 }

@@ -173,13 +173,17 @@ pub(crate) fn read_service_spec(text: &str, revision: i64) -> Result<ServiceRunt
 /// a text seen before is answered from here; checking a designation's text (strict parse, exact
 /// snapshot, canonical bytes, SHA-256) was a tenth of the server's CPU per read. A text that
 /// differs in any byte is read in full; a failing text is never remembered. At most
-/// [`CheckedTexts::CAPACITY`] texts per kind; when full, the memo starts over.
+/// [`CheckedTexts::CAPACITY`] texts per kind, none longer than [`CheckedTexts::LONGEST`] bytes;
+/// when full, the memo starts over.
 struct CheckedTexts<T> {
     entries: std::sync::Mutex<HashMap<Box<str>, T>>,
 }
 
 impl<T: Clone> CheckedTexts<T> {
     const CAPACITY: usize = 1024;
+    /// Longer texts are always read in full, so the memo stays within about
+    /// `CAPACITY × LONGEST × 2` bytes per kind (a spec body may be up to the 1 MiB request limit).
+    const LONGEST: usize = 16 * 1024;
 
     fn new() -> Self {
         CheckedTexts { entries: std::sync::Mutex::new(HashMap::new()) }
@@ -200,6 +204,9 @@ impl<T: Clone> CheckedTexts<T> {
     }
 
     fn remember(&self, text: &str, value: T) {
+        if text.len() > Self::LONGEST {
+            return;
+        }
         let mut entries = self.entries();
         if entries.len() >= Self::CAPACITY {
             entries.clear();

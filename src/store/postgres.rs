@@ -154,26 +154,20 @@ async fn write_designation(
 // which is its own transaction.
 use write_designation as write_designation_alone;
 
-/// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists)
-/// from its first round trip: `BEGIN` and the lock go to PostgreSQL as one simple query. The id
-/// is written into that query as a literal; an [`Id`] is `[A-Za-z0-9][A-Za-z0-9._-]*` by
-/// construction, so it needs no escaping, and [`id_literal`] checks that again.
+/// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists):
+/// `BEGIN`, then the lock as a statement of the transaction, so a caller cancelled while it waits
+/// for the lock leaves a transaction sqlx knows of (its drop queues the `ROLLBACK`, and the pool
+/// closes such a connection).
 async fn begin_locked<'c>(
     connection: &'c mut PgConnection,
     cluster_id: &Id,
-) -> Result<sqlx::Transaction<'c, sqlx::Postgres>, sqlx::Error> {
-    let statement = format!("BEGIN; SELECT 1 FROM clusters WHERE id = {} FOR UPDATE", id_literal(cluster_id));
-    connection.begin_with(sqlx::AssertSqlSafe(statement)).await
-}
-
-/// `'id'`: an SQL string literal of an id.
-fn id_literal(id: &Id) -> String {
-    let text = id.as_str();
-    assert!(
-        text.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-')),
-        "an Id holds only [A-Za-z0-9._-]"
-    );
-    format!("'{text}'")
+) -> Result<sqlx::Transaction<'c, sqlx::Postgres>, StoreError> {
+    let mut transaction = connection.begin().await?;
+    sqlx::query("SELECT 1 FROM clusters WHERE id = $1 FOR UPDATE")
+        .bind(cluster_id.as_str())
+        .execute(&mut *transaction)
+        .await?;
+    Ok(transaction)
 }
 
 /// Begins a write transaction; its first statement locks the cluster row ([`lock_cluster`]).

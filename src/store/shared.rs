@@ -644,8 +644,8 @@ macro_rules! sql_store {
                     // The guarded move of the head (a second guard besides the lock) and, only if it
                     // moved, the generation with its mutation record and the sealed secret.
                     if !write_designation(&mut transaction, cluster_id, read.version, current_generation, &write).await? {
+                        let current = head_designation(&mut transaction, cluster_id).await?;
                         transaction.rollback().await?;
-                        let current = self.current_designation(cluster_id).await?;
                         return Ok(DesignationCommit::Refused(DesignationRefusal::DesignationConflict(
                             current.map(|designation| designation.reference()),
                         )));

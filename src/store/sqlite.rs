@@ -200,8 +200,8 @@ async fn write_designation_alone(
 async fn begin_locked<'c>(
     connection: &'c mut SqliteConnection,
     _cluster_id: &Id,
-) -> Result<sqlx::Transaction<'c, sqlx::Sqlite>, sqlx::Error> {
-    begin_write(connection).await
+) -> Result<sqlx::Transaction<'c, sqlx::Sqlite>, StoreError> {
+    Ok(begin_write(connection).await?)
 }
 
 /// Begins a write transaction with `BEGIN IMMEDIATE`, which takes the database's write lock.

@@ -10,9 +10,16 @@
 //!   in this process since the connection was last handed out (a restarted server, a broken
 //!   socket: every connection is suspect then), or when it has been idle for longer than
 //!   [`IDLE_CHECK`]. A failing ping discards it and the pool connects a new one.
-//! * A transaction left open by a dropped future is rolled back by sqlx on the connection's next
-//!   statement (`Transaction`'s drop queues the `ROLLBACK`), and a statement cut off mid-answer is
-//!   drained the same way, so a returned connection is always usable.
+//! * **A connection whose user was cancelled mid-transaction is closed, not returned.** sqlx's
+//!   `Transaction`, dropped unfinished, only queues its `ROLLBACK` in the connection's write buffer;
+//!   returned to this pool like that, the connection would keep the transaction — and its row
+//!   locks — until its next use, blocking every other process on those rows. [`PooledConnection`]
+//!   sees the unsent output when it is dropped and closes the socket instead, so the server aborts
+//!   the transaction at once. (sqlx's pool flushes it with its ping on return.)
+//! * A single statement cut off mid-answer (no transaction) is drained by sqlx before the
+//!   connection's next statement; if that statement failed, the next user sees its error once.
+//!   A `BEGIN` cancelled before its answer arrived is not visible to sqlx either; no store path
+//!   pipelines anything with its `BEGIN`, so that window is one server round trip.
 
 use super::super::StoreError;
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
@@ -25,8 +32,37 @@ use std::time::{Duration, Instant};
 /// A connection idle for longer than this is pinged before it is handed out.
 pub const IDLE_CHECK: Duration = Duration::from_secs(30);
 
-/// A checked-out connection; derefs to [`PgConnection`] and returns to the pool when dropped.
-pub type PooledConnection = managed::Object<Manager>;
+/// A checked-out connection; derefs to [`PgConnection`]. Dropped, it returns to the pool — or is
+/// closed when it still has output to send (see the module docs).
+pub struct PooledConnection {
+    object: Option<managed::Object<Manager>>,
+}
+
+impl std::ops::Deref for PooledConnection {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        self.object.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for PooledConnection {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        self.object.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for PooledConnection {
+    fn drop(&mut self) {
+        if let Some(object) = self.object.take()
+            && object.should_flush()
+        {
+            // Out of the pool and dropped: the socket closes, the server rolls back.
+            drop(managed::Object::take(object));
+            tracing::info!("closed a PostgreSQL connection left mid-transaction by a cancelled request");
+        }
+    }
+}
 
 /// The process's clock base for [`note_store_failure`].
 fn base() -> Instant {
@@ -104,7 +140,7 @@ impl Pool {
 
     /// A connection, new or recycled.
     pub async fn acquire(&self) -> Result<PooledConnection, StoreError> {
-        self.pool.get().await.map_err(|error| {
+        let object = self.pool.get().await.map_err(|error| {
             note_store_failure();
             let reason = match error {
                 managed::PoolError::Backend(error) => format!("cannot connect to PostgreSQL: {error}"),
@@ -113,7 +149,8 @@ impl Pool {
                 other => format!("the PostgreSQL pool failed: {other}"),
             };
             StoreError::Unavailable(reason)
-        })
+        })?;
+        Ok(PooledConnection { object: Some(object) })
     }
 
     /// Closes the pool: idle connections are closed politely (`Terminate`), connections in use
