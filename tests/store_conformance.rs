@@ -106,19 +106,7 @@ impl TestDatabase {
 
     /// Runs one raw statement beside the store (to damage a row on purpose).
     async fn execute(&self, sql: &'static str) {
-        let url = self.url();
-        match self {
-            TestDatabase::Sqlite { .. } => {
-                let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
-                sqlx::query(sql).execute(&mut connection).await.unwrap();
-                connection.close().await.unwrap();
-            }
-            TestDatabase::Postgres { .. } => {
-                let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
-                sqlx::query(sql).execute(&mut connection).await.unwrap();
-                connection.close().await.unwrap();
-            }
-        }
+        run_raw(self, None, &[sql.to_owned()]).await;
     }
 
     async fn remove(&self) {
@@ -1024,28 +1012,23 @@ fn text_literal(text: &str) -> String {
 
 /// Runs statements on the test database outside the store, through a pool of its own.
 async fn run_raw(database: &TestDatabase, migrator: Option<&sqlx::migrate::Migrator>, statements: &[String]) {
+    /// The same steps on either backend's pool.
+    macro_rules! on {
+        ($pool:expr) => {{
+            let pool = $pool.await.unwrap();
+            if let Some(migrator) = migrator {
+                migrator.run(&pool).await.unwrap();
+            }
+            for statement in statements {
+                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }};
+    }
     let url = database.url();
     match database {
-        TestDatabase::Sqlite { .. } => {
-            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-            if let Some(migrator) = migrator {
-                migrator.run(&pool).await.unwrap();
-            }
-            for statement in statements {
-                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
-        TestDatabase::Postgres { .. } => {
-            let pool = sqlx::PgPool::connect(&url).await.unwrap();
-            if let Some(migrator) = migrator {
-                migrator.run(&pool).await.unwrap();
-            }
-            for statement in statements {
-                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
+        TestDatabase::Sqlite { .. } => on!(sqlx::SqlitePool::connect(&url)),
+        TestDatabase::Postgres { .. } => on!(sqlx::PgPool::connect(&url)),
     }
 }
 

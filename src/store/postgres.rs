@@ -154,22 +154,6 @@ async fn write_designation(
 // which is its own transaction.
 use write_designation as write_designation_alone;
 
-/// Begins a write transaction that holds the lock of cluster `cluster_id`'s row (if it exists):
-/// `BEGIN`, then the lock as a statement of the transaction, so a caller cancelled while it waits
-/// for the lock leaves a transaction sqlx knows of (its drop queues the `ROLLBACK`, and the pool
-/// closes such a connection).
-async fn begin_locked<'c>(
-    connection: &'c mut PgConnection,
-    cluster_id: &Id,
-) -> Result<sqlx::Transaction<'c, sqlx::Postgres>, StoreError> {
-    let mut transaction = connection.begin().await?;
-    sqlx::query("SELECT 1 FROM clusters WHERE id = $1 FOR UPDATE")
-        .bind(cluster_id.as_str())
-        .execute(&mut *transaction)
-        .await?;
-    Ok(transaction)
-}
-
 /// Begins a write transaction; its first statement locks the cluster row ([`lock_cluster`]).
 async fn begin_write(connection: &mut PgConnection) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
     connection.begin().await

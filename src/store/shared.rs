@@ -42,7 +42,7 @@ macro_rules! sql_store {
         mod shared {
             #[allow(unused_imports)]
             use super::*;
-            use super::{$store, begin_locked, begin_write, lock_cluster, write_designation, write_designation_alone};
+            use super::{$store, begin_write, lock_cluster, write_designation, write_designation_alone};
             use $crate::contract::designation::ClusterIngressDesignation;
             use $crate::contract::inventory::{ClusterSpec, NodeSpec, ServiceRuntimeSpec, ServiceSpecBody};
             use $crate::contract::{Id, NodeId};
@@ -131,12 +131,22 @@ macro_rules! sql_store {
                 connection: &mut $connection,
                 cluster_id: &Id,
             ) -> Result<Option<ClusterIngressDesignation>, StoreError> {
+                Ok(cluster_designation_on(connection, cluster_id).await?.flatten())
+            }
+
+            /// The cluster's current designation (`Some(None)`: it holds none), or `None` when
+            /// there is no such cluster.
+            pub(super) async fn cluster_designation_on(
+                connection: &mut $connection,
+                cluster_id: &Id,
+            ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
                 let row = sqlx::query(concat!("SELECT ", current_designation_sql!(), " AS record FROM clusters c WHERE c.id = $1"))
                     .bind(cluster_id.as_str())
                     .fetch_optional(&mut *connection)
                     .await?;
-                let record = row.map(|row| row.try_get::<Option<String>, _>("record")).transpose()?.flatten();
-                record.map(|text| read_designation(&text)).transpose()
+                let Some(row) = row else { return Ok(None) };
+                let record: Option<String> = row.try_get("record")?;
+                Ok(Some(record.map(|text| read_designation(&text)).transpose()?))
             }
 
             /// The facts of a designation as one statement read them, with the cluster's facts
@@ -578,13 +588,7 @@ macro_rules! sql_store {
                     &self,
                     cluster_id: &Id,
                 ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
-                    let row = sqlx::query(concat!("SELECT ", current_designation_sql!(), " AS record FROM clusters c WHERE c.id = $1"))
-                    .bind(cluster_id.as_str())
-                    .fetch_optional(&mut *self.pool.acquire().await?)
-                    .await?;
-                    let Some(row) = row else { return Ok(None) };
-                    let record: Option<String> = row.try_get("record")?;
-                    Ok(Some(record.map(|text| read_designation(&text)).transpose()?))
+                    cluster_designation_on(&mut *self.pool.acquire().await?, cluster_id).await
                 }
 
                 async fn list_designations(
@@ -629,9 +633,13 @@ macro_rules! sql_store {
                         }
                     }
                     // A fact was written between the read and the write: judge again under the
-                    // cluster's lock (taken in the transaction's first round trip), so the answer is
-                    // exact — a racing twin's replay, `designation-conflict`, or an acceptance.
-                    let mut transaction = begin_locked(&mut pooled, cluster_id).await?;
+                    // cluster's lock, so the answer is exact — a racing twin's replay,
+                    // `designation-conflict`, or an acceptance. `BEGIN` and the lock are two
+                    // statements: a caller cancelled while it waits for the lock then leaves a
+                    // transaction sqlx knows of (its drop queues the `ROLLBACK`, and the PostgreSQL
+                    // pool closes such a connection).
+                    let mut transaction = begin_write(&mut pooled).await?;
+                    lock_cluster(&mut transaction, cluster_id).await?;
                     let read = designation_facts(&mut transaction, cluster_id, service_id, mutation_id).await?;
                     let write = match decide_designation(cluster_id, service_id, mutation_id, &read, judge)? {
                         DesignationDecision::Answer(commit) => {

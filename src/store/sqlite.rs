@@ -195,15 +195,6 @@ async fn write_designation_alone(
     }
 }
 
-/// Begins a write transaction for cluster `cluster_id`: SQLite's write lock is the whole
-/// database's, taken by `BEGIN IMMEDIATE`.
-async fn begin_locked<'c>(
-    connection: &'c mut SqliteConnection,
-    _cluster_id: &Id,
-) -> Result<sqlx::Transaction<'c, sqlx::Sqlite>, StoreError> {
-    Ok(begin_write(connection).await?)
-}
-
 /// Begins a write transaction with `BEGIN IMMEDIATE`, which takes the database's write lock.
 async fn begin_write(connection: &mut SqliteConnection) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, sqlx::Error> {
     connection.begin_with("BEGIN IMMEDIATE").await
