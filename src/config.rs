@@ -26,12 +26,30 @@ pub struct StoreConfig {
     /// The database: `postgres://…` for PostgreSQL; default `sqlite://<data dir>/cloudly.db`.
     #[arg(long, env = "CLOUDLY_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// The most connections this process keeps to PostgreSQL (SQLite ignores it).
+    #[arg(
+        long,
+        env = "CLOUDLY_DATABASE_MAX_CONNECTIONS",
+        default_value_t = crate::store::POSTGRES_POOL_SIZE,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub database_max_connections: u32,
 }
 
 impl StoreConfig {
     /// The database URL in force.
     pub fn database_url(&self) -> String {
         self.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("cloudly.db").display()))
+    }
+
+    /// How the store is opened.
+    pub fn open_options(&self) -> crate::store::OpenOptions {
+        crate::store::OpenOptions { postgres_max_connections: self.database_max_connections }
+    }
+
+    /// Opens the store in force with these options and applies pending migrations.
+    pub async fn open_store(&self) -> Result<crate::store::SharedStore, crate::store::StoreError> {
+        crate::store::open_with(&self.database_url(), self.open_options()).await
     }
 }
 
@@ -113,6 +131,7 @@ impl ServeConfig {
             "listen": self.listen.to_string(),
             "dataDir": self.store.data_dir.display().to_string(),
             "databaseUrl": redact_url(&self.store.database_url()),
+            "databaseMaxConnections": self.store.database_max_connections,
             "logFormat": format!("{:?}", self.log_format).to_lowercase(),
             "bodyLimitBytes": self.body_limit_bytes,
             "maxConcurrentRequests": self.max_concurrent_requests,

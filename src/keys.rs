@@ -51,6 +51,12 @@ pub enum KeyError {
     /// A key file does not hold 32 bytes of lowercase hex.
     #[error("key file {0} is malformed: it must hold 64 lowercase hex characters")]
     Malformed(PathBuf),
+    /// A key file does not exist (and was not to be created).
+    #[error(
+        "key file {0} does not exist: this data directory has no controller keys; start `cloudly serve` \
+         once with this data directory (it creates keys/), or copy keys/ from the running deployment"
+    )]
+    Missing(PathBuf),
     /// The operating system's random generator failed.
     #[error("the operating system's random generator failed")]
     Randomness,
@@ -71,19 +77,32 @@ impl ControllerKeys {
         let (identity, created_identity) = load_or_create_bytes(&dir.join("identity.ed25519"))?;
         let (signing, created_signing) = load_or_create_bytes(&dir.join("signing.ed25519"))?;
         let (secret, created_secret) = load_or_create_bytes(&dir.join("secret.key"))?;
-        let signing_path = dir.join("signing.ed25519");
-        let signing_active_since = fs::metadata(&signing_path)
+        let keys = ControllerKeys::from_files(&dir, identity, signing, secret);
+        Ok((keys, created_identity || created_signing || created_secret))
+    }
+
+    /// Loads the keys from `<data_dir>/keys/` and creates nothing: a missing directory or key
+    /// file is [`KeyError::Missing`] naming it (for tools that must use a running deployment's
+    /// keys, such as `cloudly identity issue`).
+    pub fn load(data_dir: &Path) -> Result<ControllerKeys, KeyError> {
+        let dir = data_dir.join("keys");
+        let read = |name: &str| {
+            let path = dir.join(name);
+            read_key_file(&path)?.ok_or(KeyError::Missing(path))
+        };
+        let (identity, signing, secret) = (read("identity.ed25519")?, read("signing.ed25519")?, read("secret.key")?);
+        Ok(ControllerKeys::from_files(&dir, identity, signing, secret))
+    }
+
+    /// The keys read from the files of `dir`; the signing key is active since its file's
+    /// modification time.
+    fn from_files(dir: &Path, identity: [u8; 32], signing: [u8; 32], secret: [u8; 32]) -> ControllerKeys {
+        let signing_active_since = fs::metadata(dir.join("signing.ed25519"))
             .and_then(|metadata| metadata.modified())
             .ok()
             .and_then(|modified| modified.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |elapsed| elapsed.as_millis() as u64);
-        let keys = ControllerKeys {
-            identity: SigningKey::from_bytes(&identity),
-            signing: SigningKey::from_bytes(&signing),
-            secret: SecretBox::new(Box::new(secret)),
-            signing_active_since,
-        };
-        Ok((keys, created_identity || created_signing || created_secret))
+        ControllerKeys { signing_active_since, ..ControllerKeys::from_bytes(identity, signing, secret) }
     }
 
     /// Keys from fixed bytes (tests and benchmarks).
@@ -111,17 +130,23 @@ impl ControllerKeys {
     }
 }
 
-fn load_or_create_bytes(path: &Path) -> Result<([u8; 32], bool), KeyError> {
+/// The key held by `path`, or `None` when the file does not exist.
+fn read_key_file(path: &Path) -> Result<Option<[u8; 32]>, KeyError> {
     match fs::read_to_string(path) {
-        Ok(text) => Ok((decode_hex(text.trim()).ok_or_else(|| KeyError::Malformed(path.to_owned()))?, false)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; 32];
-            os_random(&mut bytes)?;
-            write_new_private_file(path, format!("{}\n", encode_hex(&bytes)).as_bytes())?;
-            Ok((bytes, true))
-        }
+        Ok(text) => Ok(Some(decode_hex(text.trim()).ok_or_else(|| KeyError::Malformed(path.to_owned()))?)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(KeyError::Io { path: path.to_owned(), source }),
     }
+}
+
+fn load_or_create_bytes(path: &Path) -> Result<([u8; 32], bool), KeyError> {
+    if let Some(bytes) = read_key_file(path)? {
+        return Ok((bytes, false));
+    }
+    let mut bytes = [0u8; 32];
+    os_random(&mut bytes)?;
+    write_new_private_file(path, format!("{}\n", encode_hex(&bytes)).as_bytes())?;
+    Ok((bytes, true))
 }
 
 /// Creates `path` with mode 0600 and writes `contents`; fails if it already exists, so two
@@ -186,6 +211,26 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(!format!("{first:?}").contains(&encode_hex(first.secret_key())));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn load_reads_existing_keys_and_creates_nothing_when_they_are_missing() {
+        let dir = std::env::temp_dir().join(format!("cloudly-keys-{}", uuid::Uuid::new_v4()));
+        let error = ControllerKeys::load(&dir).unwrap_err();
+        assert!(matches!(&error, KeyError::Missing(path) if path == &dir.join("keys/identity.ed25519")), "{error}");
+        assert!(error.to_string().contains("cloudly serve"), "{error}");
+        assert!(!dir.exists(), "load creates nothing");
+        let (created, _) = ControllerKeys::load_or_create(&dir).unwrap();
+        fs::remove_file(dir.join("keys/secret.key")).unwrap();
+        let error = ControllerKeys::load(&dir).unwrap_err();
+        assert!(matches!(&error, KeyError::Missing(path) if path.ends_with("keys/secret.key")), "{error}");
+        assert!(!dir.join("keys/secret.key").exists(), "load creates nothing");
+        let (recreated, _) = ControllerKeys::load_or_create(&dir).unwrap();
+        let loaded = ControllerKeys::load(&dir).unwrap();
+        assert_eq!(loaded.identity.to_bytes(), created.identity.to_bytes());
+        assert_eq!(loaded.secret_key(), recreated.secret_key());
+        assert_eq!(loaded.signing_active_since, recreated.signing_active_since);
         fs::remove_dir_all(dir).unwrap();
     }
 

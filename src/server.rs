@@ -6,7 +6,7 @@ use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::domain::{Clock, Controller, ControllerSettings, SystemClock};
 use crate::keys::{ControllerKeys, write_new_private_file};
-use crate::store::{self, SharedStore};
+use crate::store::SharedStore;
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,7 +36,7 @@ pub async fn open_controller(
     if created {
         tracing::info!(keys = %config.data_dir.join("keys").display(), "controller keys created");
     }
-    let store: SharedStore = store::open(&config.database_url()).await.context("open the store")?;
+    let store: SharedStore = config.open_store().await.context("open the store")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     Ok((Arc::new(Controller::with_settings(store, Arc::new(keys), clock, settings)), created))
 }

@@ -1,8 +1,13 @@
 //! `cloudly identity issue` and the administrator client commands. The client commands read the
-//! identity from `--identity FILE` or `CLOUDLY_IDENTITY` and print the method's response as JSON;
-//! a refusal prints the error's text and data on stderr and exits 1.
+//! identity from `--identity FILE` or `CLOUDLY_IDENTITY` and print the method's response as JSON.
+//! Exit codes (an interface, see README.md): 0 answered; 1 refused (the controller answered an
+//! error: its text and data on stderr); 2 usage (clap's, a missing identity, an unreadable or
+//! invalid input file); 3 the controller could not be reached or did not answer in time (the
+//! message names the URL, never the identity).
 
-use crate::client::{CallError, Client};
+use super::documents::{RecordKind, invalid_file, member_violations, read_document, read_record};
+use super::remembered::{DesignationKey, RememberedDesignations};
+use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::keys::ControllerKeys;
@@ -30,7 +35,7 @@ pub enum IdentityCommand {
         /// human or machine.
         #[arg(long = "type", value_enum, default_value = "human")]
         identity_type: TypeArg,
-        /// The controller's data directory (its keys live in `keys/`).
+        /// The controller's data directory (its keys live in `keys/`; nothing is created there).
         #[arg(long, env = "CLOUDLY_DATA_DIR", default_value = "./cloudly-data")]
         data_dir: PathBuf,
     },
@@ -73,8 +78,8 @@ pub fn run_identity(command: IdentityCommand) -> ExitCode {
         eprintln!("error: --ttl must be a positive number with s, m, h or d, such as 12h");
         return ExitCode::from(2);
     };
-    let keys = match ControllerKeys::load_or_create(&data_dir) {
-        Ok((keys, _)) => keys,
+    let keys = match ControllerKeys::load(&data_dir) {
+        Ok(keys) => keys,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);
@@ -106,15 +111,32 @@ pub fn run_identity(command: IdentityCommand) -> ExitCode {
     }
 }
 
-/// Where the controller is and who is calling.
+/// Where the controller is, who is calling and how long a call may take (global flags of the
+/// administrator commands).
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// The controller's base URL.
+    /// The controller's base URL (`http://…` or `https://…`).
     #[arg(long, env = "CLOUDLY_URL", default_value = "http://127.0.0.1:8080", global = true)]
     url: String,
     /// A file holding an IIdentity JSON (from `cloudly identity issue` or the bootstrap identity).
     #[arg(long, env = "CLOUDLY_IDENTITY", global = true)]
     identity: Option<PathBuf>,
+    /// How long one call to the controller may take: seconds, or a number with s or m (`30s`).
+    #[arg(long, env = "CLOUDLY_TIMEOUT", default_value = "30s", value_parser = parse_timeout, global = true)]
+    timeout: std::time::Duration,
+}
+
+/// Parses `--timeout`: `45` (seconds), `45s`, `2m`; at least one second, at most an hour.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let milliseconds = if text.bytes().all(|byte| byte.is_ascii_digit()) {
+        text.parse::<u64>().ok().and_then(|seconds| seconds.checked_mul(1_000))
+    } else {
+        parse_ttl(text).filter(|_| text.ends_with(['s', 'm']))
+    };
+    milliseconds
+        .filter(|milliseconds| (1_000..=3_600_000).contains(milliseconds))
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| "must be 1 to 3600 seconds: a number of seconds, or a number with s or m (30s, 2m)".to_owned())
 }
 
 #[derive(Debug, Subcommand)]
@@ -140,25 +162,24 @@ pub enum AdminCommand {
     /// The cluster ingress route table.
     #[command(subcommand)]
     Route(RouteCommand),
-    /// Apply a whole inventory from one JSON file: `{ organizations, clusters, nodes, services }`
-    /// (each optional). Records are created, or replaced by compare-and-swap on their current
-    /// revision when they differ; node bearers issued on creation are printed once.
+    /// Apply a whole inventory from one JSON or YAML file: `{ organizations, clusters, nodes,
+    /// services }` (each optional). Every record is checked first (nothing is sent when one is
+    /// invalid); clusters and services are created, or replaced by compare-and-swap on their
+    /// current revision when they differ; organizations and nodes are upserts. Prints what each
+    /// record became (`created`, `updated`, `unchanged`, or `upserted` where the controller does
+    /// not tell); node bearers issued on creation are printed once.
     Apply {
-        /// The inventory JSON file.
+        /// The inventory file (`.json`, `.yaml`/`.yml`, or by content).
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// Call any method with a request file; the identity is added to the request.
     Call {
         /// The method name.
         method: String,
-        /// The request JSON file (without `identity`).
+        /// The request file, JSON or YAML (without `identity`).
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
@@ -170,8 +191,6 @@ pub enum OrgCommand {
         id: String,
         #[arg(long)]
         name: String,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
@@ -183,20 +202,11 @@ pub enum ClusterCommand {
         file: PathBuf,
         #[arg(long = "expected-revision")]
         expected_revision: Option<u64>,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// One cluster.
-    Get {
-        id: String,
-        #[command(flatten)]
-        connection: Connection,
-    },
+    Get { id: String },
     /// Every cluster.
-    List {
-        #[command(flatten)]
-        connection: Connection,
-    },
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,15 +220,11 @@ pub enum NodeCommand {
         /// Issue a new bearer.
         #[arg(long)]
         rotate: bool,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The nodes of a cluster.
     List {
         #[arg(long)]
         cluster: String,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
@@ -231,8 +237,6 @@ pub enum ServiceCommand {
         /// The current revision; omit to create.
         #[arg(long = "expected-revision")]
         expected_revision: Option<u64>,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The current spec, or one revision.
     Get {
@@ -242,8 +246,6 @@ pub enum ServiceCommand {
         service: String,
         #[arg(long)]
         revision: Option<u64>,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// Delete a service.
     Delete {
@@ -253,8 +255,6 @@ pub enum ServiceCommand {
         service: String,
         #[arg(long = "expected-revision")]
         expected_revision: u64,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
@@ -266,8 +266,6 @@ pub enum RelayCommand {
         cluster: String,
         #[arg(long)]
         relay: String,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
@@ -291,8 +289,6 @@ pub enum RouteCommand {
         protocol: ProtocolArg,
         #[arg(long)]
         port: u16,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// Delete the route of a hostname.
     Delete {
@@ -300,39 +296,34 @@ pub enum RouteCommand {
         cluster: String,
         #[arg(long)]
         hostname: String,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The cluster's route table (`null` before its first route).
     List {
         #[arg(long)]
         cluster: String,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum IngressCommand {
     /// Designate a service as the cluster's ingress. Reads the cluster's runtime, the service's
-    /// current spec revision and the current designation, and sends the compare-and-swap.
+    /// current spec revision and the current designation, and sends the compare-and-swap. The
+    /// request is remembered under the state directory; the same --mutation-id resends it
+    /// unchanged, so a retry is answered as a replay.
     Designate {
         #[arg(long)]
         cluster: String,
         #[arg(long)]
         service: String,
-        /// The mutation id (retry with the same one after a lost answer); default: a new one.
+        /// The mutation id (retry with the same one after a lost answer: the remembered request
+        /// is resent); default: a new one.
         #[arg(long = "mutation-id")]
         mutation_id: Option<String>,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The cluster's current designation.
     Get {
         #[arg(long)]
         cluster: String,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The designation chain, oldest first.
     List {
@@ -342,8 +333,6 @@ pub enum IngressCommand {
         from_generation: Option<u64>,
         #[arg(long)]
         limit: Option<u64>,
-        #[command(flatten)]
-        connection: Connection,
     },
     /// The accepted ingress registrations of the cluster, newest first.
     Registrations {
@@ -357,15 +346,33 @@ pub enum IngressCommand {
         before: Option<u64>,
         #[arg(long)]
         limit: Option<u64>,
-        #[command(flatten)]
-        connection: Connection,
     },
 }
 
-fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
-    serde_json::from_str(&text).map_err(|error| anyhow::anyhow!("{} is not JSON: {error}", path.display()))
+/// How an administrator command ended other than with an answer; each is one exit code.
+enum Outcome {
+    /// The controller answered an error (exit 1).
+    Refused(TypedError),
+    /// The command cannot be run as given: no identity, an unreadable or invalid file (exit 2).
+    Usage(anyhow::Error),
+    /// The controller could not be reached, broke the exchange, did not answer in time, or
+    /// answered something that is not an envelope (exit 3).
+    Unreachable(String),
+}
+
+impl From<CallError> for Outcome {
+    fn from(error: CallError) -> Self {
+        match error {
+            CallError::Typed(error) => Outcome::Refused(error),
+            other => Outcome::Unreachable(other.to_string()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Outcome {
+    fn from(error: anyhow::Error) -> Self {
+        Outcome::Usage(error)
+    }
 }
 
 struct Session {
@@ -374,21 +381,33 @@ struct Session {
 }
 
 impl Session {
-    fn open(connection: &Connection) -> anyhow::Result<Session> {
+    fn open(connection: &Connection) -> Result<Session, Outcome> {
         let path = connection
             .identity
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("no identity: pass --identity FILE or set CLOUDLY_IDENTITY"))?;
-        Ok(Session { client: Client::new(&connection.url), identity: read_json(path)? })
+        let identity = read_document(path)?;
+        let client = Client::with_timeout(&connection.url, connection.timeout)
+            .map_err(|error| anyhow::anyhow!("--url {}: {error}", crate::config::redact_url(&connection.url)))?;
+        Ok(Session { client, identity })
     }
 
     async fn call(&self, method: &str, mut request: Value) -> Result<Value, CallError> {
         request["identity"] = self.identity.clone();
         self.client.call(method, request).await
     }
+
+    /// `method`'s answer, or `None` when the controller answers `not-found`.
+    async fn call_if_found(&self, method: &str, request: Value) -> Result<Option<Value>, Outcome> {
+        match self.call(method, request).await {
+            Ok(answer) => Ok(Some(answer)),
+            Err(CallError::Typed(error)) if error.code() == "not-found" => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
 }
 
-pub fn run(command: AdminCommand) -> ExitCode {
+pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -396,7 +415,11 @@ pub fn run(command: AdminCommand) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(execute(command)) {
+    let outcome = runtime.block_on(async {
+        let session = Session::open(connection)?;
+        execute(command, &session, connection).await
+    });
+    match outcome {
         Ok(response) => {
             println!("{}", serde_json::to_string_pretty(&response).expect("JSON serializes"));
             ExitCode::SUCCESS
@@ -409,233 +432,293 @@ pub fn run(command: AdminCommand) -> ExitCode {
             );
             ExitCode::from(1)
         }
-        Err(Outcome::Failed(error)) => {
+        Err(Outcome::Usage(error)) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)
         }
-    }
-}
-
-enum Outcome {
-    Refused(crate::client::TypedError),
-    Failed(anyhow::Error),
-}
-
-impl From<CallError> for Outcome {
-    fn from(error: CallError) -> Self {
-        match error {
-            CallError::Typed(error) => Outcome::Refused(error),
-            other => Outcome::Failed(other.into()),
+        Err(Outcome::Unreachable(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(3)
         }
     }
 }
 
-impl From<anyhow::Error> for Outcome {
-    fn from(error: anyhow::Error) -> Self {
-        Outcome::Failed(error)
-    }
+/// The members of an inventory file.
+const INVENTORY_MEMBERS: &[&str] = &["organizations", "clusters", "nodes", "services"];
+
+/// An inventory file's records, each checked against its schema.
+struct Inventory {
+    organizations: Vec<Value>,
+    clusters: Vec<Value>,
+    nodes: Vec<Value>,
+    services: Vec<Value>,
 }
 
-/// Creates or replaces every record of an inventory file, in dependency order.
-async fn apply(session: &Session, inventory: &Value) -> Result<Value, Outcome> {
-    let list = |key: &str| -> Result<Vec<Value>, Outcome> {
-        match inventory.get(key) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(items)) => Ok(items.clone()),
-            Some(_) => Err(Outcome::Failed(anyhow::anyhow!("inventory {key} must be a list"))),
-        }
-    };
-    if let Some(key) = inventory.as_object().and_then(|members| {
-        members.keys().find(|key| !["organizations", "clusters", "nodes", "services"].contains(&key.as_str()))
-    }) {
-        return Err(Outcome::Failed(anyhow::anyhow!("inventory has an unknown member {key:?}")));
-    }
-    let mut applied = Vec::new();
-    for organization in list("organizations")? {
-        session.call("putOrganization", json!({ "organization": organization })).await?;
-        applied.push(json!({ "organization": organization["id"], "written": true }));
-    }
-    for cluster in list("clusters")? {
-        let current = match session.call("getCluster", json!({ "clusterId": cluster["id"] })).await {
-            Ok(answer) => Some(answer["cluster"].clone()),
-            Err(CallError::Typed(error)) if error.code() == "not-found" => None,
-            Err(error) => return Err(error.into()),
+impl Inventory {
+    /// Reads and checks an inventory file; every violation of every record is named (with its
+    /// list and index) before anything is sent.
+    fn read(path: &std::path::Path) -> anyhow::Result<Inventory> {
+        let document = read_document(path)?;
+        let mut violations: Vec<String> = match document.as_object() {
+            Some(members) => members
+                .keys()
+                .filter(|key| !INVENTORY_MEMBERS.contains(&key.as_str()))
+                .map(|key| format!("inventory.{key} is not a member (members: {})", INVENTORY_MEMBERS.join(", ")))
+                .collect(),
+            None => {
+                vec![format!("inventory must be an object with the optional members {}", INVENTORY_MEMBERS.join(", "))]
+            }
         };
-        let expected = current.as_ref().map(|stored| stored["revision"].clone());
-        let unchanged = current.as_ref().is_some_and(|stored| {
+        let mut list = |key: &str, check: &dyn Fn(&Value) -> Vec<String>| -> Vec<Value> {
+            match document.get(key) {
+                None => Vec::new(),
+                Some(Value::Array(items)) => {
+                    for (index, item) in items.iter().enumerate() {
+                        violations
+                            .extend(check(item).into_iter().map(|violation| format!("{key}[{index}]: {violation}")));
+                    }
+                    items.clone()
+                }
+                Some(_) => {
+                    violations.push(format!("inventory.{key} must be a list"));
+                    Vec::new()
+                }
+            }
+        };
+        let inventory = Inventory {
+            organizations: list("organizations", &|item| RecordKind::Organization.violations(item)),
+            clusters: list("clusters", &|item| RecordKind::Cluster.violations(item)),
+            nodes: list("nodes", &|entry| {
+                let found = member_violations("entry", entry, &["clusterId", "node"]);
+                if !found.is_empty() {
+                    return found;
+                }
+                let mut found = Vec::new();
+                if entry["clusterId"].as_str().and_then(Id::parse).is_none() {
+                    found.push("entry.clusterId must be an Id".to_owned());
+                }
+                found.extend(RecordKind::Node.violations(&entry["node"]));
+                found
+            }),
+            services: list("services", &|item| RecordKind::ServiceSpec.violations(item)),
+        };
+        if violations.is_empty() { Ok(inventory) } else { Err(invalid_file(path, &violations)) }
+    }
+}
+
+/// What a compare-and-swap put of `record` over `stored` (the controller's record with its
+/// `revision`, `None` when absent) does: `created`, `updated` or `unchanged`.
+fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
+    match stored {
+        None => "created",
+        Some(stored) => {
             let mut stored = stored.clone();
             stored.as_object_mut().map(|members| members.remove("revision"));
-            stored == cluster
-        });
-        if !unchanged {
+            if &stored == record { "unchanged" } else { "updated" }
+        }
+    }
+}
+
+/// Creates or replaces every record of an inventory, in dependency order, and answers what each
+/// became.
+async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome> {
+    let mut applied = Vec::new();
+    // `putOrganization` is an upsert whose answer does not say whether anything changed.
+    for organization in inventory.organizations {
+        session.call("putOrganization", json!({ "organization": organization })).await?;
+        applied.push(json!({ "organization": organization["id"], "result": "upserted" }));
+    }
+    for cluster in inventory.clusters {
+        let stored = session.call_if_found("getCluster", json!({ "clusterId": cluster["id"] })).await?;
+        let stored = stored.map(|answer| answer["cluster"].clone());
+        let result = put_result(stored.as_ref(), &cluster);
+        if result != "unchanged" {
+            let expected = stored.as_ref().map(|stored| stored["revision"].clone());
             session.call("putCluster", json!({ "cluster": cluster, "expectedRevision": expected })).await?;
         }
-        applied.push(json!({ "cluster": cluster["id"], "written": !unchanged }));
+        applied.push(json!({ "cluster": cluster["id"], "result": result }));
     }
-    for entry in list("nodes")? {
-        let answer = session
-            .call(
-                "putClusterNode",
-                json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": false }),
-            )
-            .await?;
-        applied.push(json!({ "cluster": entry["clusterId"], "node": entry["node"]["id"], "bearer": answer["bearer"] }));
+    // `putClusterNode` is an upsert; it issues (and answers) a bearer only when it creates the node.
+    for entry in inventory.nodes {
+        let request = json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": false });
+        let answer = session.call("putClusterNode", request).await?;
+        let result = if answer["bearer"].is_string() { "created" } else { "upserted" };
+        applied.push(json!({
+            "cluster": entry["clusterId"], "node": entry["node"]["id"], "result": result, "bearer": answer["bearer"],
+        }));
     }
-    for spec in list("services")? {
+    for spec in inventory.services {
         let request = json!({ "clusterId": spec["clusterId"], "serviceId": spec["serviceId"] });
-        let current = match session.call("getServiceRuntimeSpec", request).await {
-            Ok(answer) => Some(answer["spec"].clone()),
-            Err(CallError::Typed(error)) if error.code() == "not-found" => None,
-            Err(error) => return Err(error.into()),
-        };
-        let expected = current.as_ref().map(|stored| stored["revision"].clone());
-        let unchanged = current.as_ref().is_some_and(|stored| {
-            let mut stored = stored.clone();
-            stored.as_object_mut().map(|members| members.remove("revision"));
-            stored == spec
-        });
-        if !unchanged {
+        let stored = session.call_if_found("getServiceRuntimeSpec", request).await?;
+        let stored = stored.map(|answer| answer["spec"].clone());
+        let result = put_result(stored.as_ref(), &spec);
+        if result != "unchanged" {
+            let expected = stored.as_ref().map(|stored| stored["revision"].clone());
             session.call("putServiceRuntimeSpec", json!({ "spec": spec, "expectedRevision": expected })).await?;
         }
-        applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "written": !unchanged }));
+        applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "result": result }));
     }
     Ok(json!({ "applied": applied }))
 }
 
-async fn execute(command: AdminCommand) -> Result<Value, Outcome> {
-    match command {
-        AdminCommand::Apply { file, connection } => {
-            let session = Session::open(&connection)?;
-            apply(&session, &read_json(&file)?).await
+/// `designateClusterIngress`: the remembered request of this mutation id, or one built from the
+/// controller's current state (remembered before it is sent).
+async fn designate(
+    session: &Session,
+    connection: &Connection,
+    cluster: String,
+    service: String,
+    mutation_id: Option<String>,
+) -> Result<Value, Outcome> {
+    let remembered_designations = RememberedDesignations::from_environment();
+    let given_mutation_id = mutation_id.is_some();
+    let mutation_id = mutation_id.unwrap_or_else(|| format!("mut-{}", uuid::Uuid::new_v4().simple()));
+    let key = DesignationKey { url: &connection.url, cluster: &cluster, service: &service, mutation_id: &mutation_id };
+    let remembered = if given_mutation_id { remembered_designations.recall(&key)? } else { None };
+    let request = match remembered {
+        Some(request) => request,
+        None => {
+            let request = designation_request(session, &cluster, &service, &mutation_id).await?;
+            if let Err(error) = remembered_designations.remember(&key, &request) {
+                eprintln!("warning: {error:#}; a retry with --mutation-id {mutation_id} will not be a replay");
+            }
+            request
         }
-        AdminCommand::Call { method, file, connection } => {
-            let session = Session::open(&connection)?;
-            Ok(session.call(&method, read_json(&file)?).await?)
+    };
+    session.call("designateClusterIngress", request).await.map_err(|error| match error {
+        CallError::Typed(error) => Outcome::Refused(error),
+        other => Outcome::Unreachable(format!(
+            "{other}\nthe designation may have been made: run the same command with --mutation-id {mutation_id} \
+             (it resends the same request, answered as a replay if it was)"
+        )),
+    })
+}
+
+/// The designation request for the controller's current state: the cluster's runtime, the
+/// service's current spec revision and the current designation as expected.
+async fn designation_request(
+    session: &Session,
+    cluster: &str,
+    service: &str,
+    mutation_id: &str,
+) -> Result<Value, Outcome> {
+    let stored = session.call("getCluster", json!({ "clusterId": cluster })).await?;
+    let spec = session.call("getServiceRuntimeSpec", json!({ "clusterId": cluster, "serviceId": service })).await?;
+    let current = session.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+    let expected = match &current["designation"] {
+        Value::Null => Value::Null,
+        designation => json!({
+            "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"],
+        }),
+    };
+    Ok(json!({ "designation": {
+        "mutationId": mutation_id,
+        "clusterId": cluster,
+        "ingressServiceId": service,
+        "currentRuntime": {
+            "id": cluster,
+            "phase": stored["cluster"]["runtime"]["phase"],
+            "generation": stored["cluster"]["runtime"]["generation"],
+        },
+        "expectedSpecRevision": spec["spec"]["revision"],
+        "expectedDesignation": expected,
+    } }))
+}
+
+/// Adds each present optional member to `request`.
+fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value {
+    for (name, value) in members {
+        if let Some(value) = value {
+            request[*name] = value.clone();
         }
-        AdminCommand::Org(OrgCommand::Put { id, name, connection }) => {
-            let session = Session::open(&connection)?;
-            Ok(session.call("putOrganization", json!({ "organization": { "id": id, "name": name } })).await?)
+    }
+    request
+}
+
+async fn execute(command: AdminCommand, session: &Session, connection: &Connection) -> Result<Value, Outcome> {
+    let (method, request) = match command {
+        AdminCommand::Apply { file } => return apply(session, Inventory::read(&file)?).await,
+        AdminCommand::Call { method, file } => (method, read_document(&file)?),
+        AdminCommand::Org(OrgCommand::Put { id, name }) => {
+            ("putOrganization".to_owned(), json!({ "organization": { "id": id, "name": name } }))
         }
         AdminCommand::Cluster(command) => match command {
-            ClusterCommand::Put { file, expected_revision, connection } => {
-                let session = Session::open(&connection)?;
-                let request = json!({ "cluster": read_json(&file)?, "expectedRevision": expected_revision });
-                Ok(session.call("putCluster", request).await?)
-            }
-            ClusterCommand::Get { id, connection } => {
-                Ok(Session::open(&connection)?.call("getCluster", json!({ "clusterId": id })).await?)
-            }
-            ClusterCommand::List { connection } => {
-                Ok(Session::open(&connection)?.call("listClusters", json!({})).await?)
-            }
+            ClusterCommand::Put { file, expected_revision } => (
+                "putCluster".to_owned(),
+                json!({ "cluster": read_record(&file, RecordKind::Cluster)?, "expectedRevision": expected_revision }),
+            ),
+            ClusterCommand::Get { id } => ("getCluster".to_owned(), json!({ "clusterId": id })),
+            ClusterCommand::List => ("listClusters".to_owned(), json!({})),
         },
         AdminCommand::Node(command) => match command {
-            NodeCommand::Put { cluster, file, rotate, connection } => {
-                let session = Session::open(&connection)?;
-                let request = json!({ "clusterId": cluster, "node": read_json(&file)?, "rotateCredential": rotate });
-                Ok(session.call("putClusterNode", request).await?)
-            }
-            NodeCommand::List { cluster, connection } => {
-                Ok(Session::open(&connection)?.call("listClusterNodes", json!({ "clusterId": cluster })).await?)
-            }
+            NodeCommand::Put { cluster, file, rotate } => (
+                "putClusterNode".to_owned(),
+                json!({ "clusterId": cluster, "node": read_record(&file, RecordKind::Node)?, "rotateCredential": rotate }),
+            ),
+            NodeCommand::List { cluster } => ("listClusterNodes".to_owned(), json!({ "clusterId": cluster })),
         },
         AdminCommand::Service(command) => match command {
-            ServiceCommand::Put { file, expected_revision, connection } => {
-                let session = Session::open(&connection)?;
-                let request = json!({ "spec": read_json(&file)?, "expectedRevision": expected_revision });
-                Ok(session.call("putServiceRuntimeSpec", request).await?)
-            }
-            ServiceCommand::Get { cluster, service, revision, connection } => {
-                let mut request = json!({ "clusterId": cluster, "serviceId": service });
-                if let Some(revision) = revision {
-                    request["revision"] = json!(revision);
-                }
-                Ok(Session::open(&connection)?.call("getServiceRuntimeSpec", request).await?)
-            }
-            ServiceCommand::Delete { cluster, service, expected_revision, connection } => {
-                let request =
-                    json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision });
-                Ok(Session::open(&connection)?.call("deleteService", request).await?)
-            }
+            ServiceCommand::Put { file, expected_revision } => (
+                "putServiceRuntimeSpec".to_owned(),
+                json!({ "spec": read_record(&file, RecordKind::ServiceSpec)?, "expectedRevision": expected_revision }),
+            ),
+            ServiceCommand::Get { cluster, service, revision } => (
+                "getServiceRuntimeSpec".to_owned(),
+                with_optional(
+                    json!({ "clusterId": cluster, "serviceId": service }),
+                    &[("revision", revision.map(Value::from))],
+                ),
+            ),
+            ServiceCommand::Delete { cluster, service, expected_revision } => (
+                "deleteService".to_owned(),
+                json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision }),
+            ),
         },
-        AdminCommand::Relay(RelayCommand::Credential { cluster, relay, connection }) => Ok(Session::open(&connection)?
-            .call("issueClusterRelayCredential", json!({ "clusterId": cluster, "relayId": relay }))
-            .await?),
+        AdminCommand::Relay(RelayCommand::Credential { cluster, relay }) => {
+            ("issueClusterRelayCredential".to_owned(), json!({ "clusterId": cluster, "relayId": relay }))
+        }
         AdminCommand::Route(command) => match command {
-            RouteCommand::Put { cluster, hostname, service, protocol, port, connection } => {
+            RouteCommand::Put { cluster, hostname, service, protocol, port } => {
                 let protocol = match protocol {
                     ProtocolArg::Tcp => "tcp",
                     ProtocolArg::Udp => "udp",
                 };
                 let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
-                Ok(Session::open(&connection)?
-                    .call("putClusterIngressRoute", json!({ "clusterId": cluster, "route": route }))
-                    .await?)
+                ("putClusterIngressRoute".to_owned(), json!({ "clusterId": cluster, "route": route }))
             }
-            RouteCommand::Delete { cluster, hostname, connection } => Ok(Session::open(&connection)?
-                .call("deleteClusterIngressRoute", json!({ "clusterId": cluster, "hostname": hostname }))
-                .await?),
-            RouteCommand::List { cluster, connection } => {
-                Ok(Session::open(&connection)?.call("getClusterIngressRoutes", json!({ "clusterId": cluster })).await?)
+            RouteCommand::Delete { cluster, hostname } => {
+                ("deleteClusterIngressRoute".to_owned(), json!({ "clusterId": cluster, "hostname": hostname }))
             }
+            RouteCommand::List { cluster } => ("getClusterIngressRoutes".to_owned(), json!({ "clusterId": cluster })),
         },
         AdminCommand::Ingress(command) => match command {
-            IngressCommand::Designate { cluster, service, mutation_id, connection } => {
-                let session = Session::open(&connection)?;
-                let stored = session.call("getCluster", json!({ "clusterId": cluster })).await?;
-                let spec = session
-                    .call("getServiceRuntimeSpec", json!({ "clusterId": cluster, "serviceId": service }))
-                    .await?;
-                let current = session.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
-                let expected = match &current["designation"] {
-                    Value::Null => Value::Null,
-                    designation => json!({
-                        "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"],
-                    }),
-                };
-                let mutation_id = mutation_id.unwrap_or_else(|| format!("mut-{}", uuid::Uuid::new_v4().simple()));
-                let request = json!({ "designation": {
-                    "mutationId": mutation_id,
-                    "clusterId": cluster,
-                    "ingressServiceId": service,
-                    "currentRuntime": {
-                        "id": cluster,
-                        "phase": stored["cluster"]["runtime"]["phase"],
-                        "generation": stored["cluster"]["runtime"]["generation"],
-                    },
-                    "expectedSpecRevision": spec["spec"]["revision"],
-                    "expectedDesignation": expected,
-                } });
-                Ok(session.call("designateClusterIngress", request).await?)
+            IngressCommand::Designate { cluster, service, mutation_id } => {
+                return designate(session, connection, cluster, service, mutation_id).await;
             }
-            IngressCommand::Get { cluster, connection } => Ok(Session::open(&connection)?
-                .call("getClusterIngressDesignation", json!({ "clusterId": cluster }))
-                .await?),
-            IngressCommand::List { cluster, from_generation, limit, connection } => {
-                let mut request = json!({ "clusterId": cluster });
-                if let Some(from) = from_generation {
-                    request["fromGeneration"] = json!(from);
-                }
-                if let Some(limit) = limit {
-                    request["limit"] = json!(limit);
-                }
-                Ok(Session::open(&connection)?.call("listClusterIngressDesignations", request).await?)
+            IngressCommand::Get { cluster } => {
+                ("getClusterIngressDesignation".to_owned(), json!({ "clusterId": cluster }))
             }
-            IngressCommand::Registrations { cluster, node, before, limit, connection } => {
-                let mut request = json!({ "clusterId": cluster });
-                if let Some(node) = node {
-                    request["nodeId"] = json!(node);
-                }
-                if let Some(before) = before {
-                    request["before"] = json!(before);
-                }
-                if let Some(limit) = limit {
-                    request["limit"] = json!(limit);
-                }
-                Ok(Session::open(&connection)?.call("listClusterIngressRegistrations", request).await?)
-            }
+            IngressCommand::List { cluster, from_generation, limit } => (
+                "listClusterIngressDesignations".to_owned(),
+                with_optional(
+                    json!({ "clusterId": cluster }),
+                    &[("fromGeneration", from_generation.map(Value::from)), ("limit", limit.map(Value::from))],
+                ),
+            ),
+            IngressCommand::Registrations { cluster, node, before, limit } => (
+                "listClusterIngressRegistrations".to_owned(),
+                with_optional(
+                    json!({ "clusterId": cluster }),
+                    &[
+                        ("nodeId", node.map(Value::from)),
+                        ("before", before.map(Value::from)),
+                        ("limit", limit.map(Value::from)),
+                    ],
+                ),
+            ),
         },
-    }
+    };
+    Ok(session.call(&method, request).await?)
 }
 
 #[cfg(test)]

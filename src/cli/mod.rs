@@ -1,18 +1,25 @@
 //! The command line. `serve`, `migrate`, `config` and `identity` run the controller's own
 //! parts; `contract` checks records offline; the administrator commands (`org`, `cluster`, `node`,
-//! `service`, `ingress`, `call`) are clients of a running controller.
+//! `service`, `ingress`, `relay`, `route`, `apply`, `call`) are clients of a running controller;
+//! `completions` prints a shell completion script.
 
 mod admin;
 mod contract;
+mod documents;
+mod remembered;
 
 use crate::config::{ServeConfig, StoreConfig};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Cloudly, the serve.zone cluster controller.
 #[derive(Debug, Parser)]
 #[command(name = "cloudly", version, about)]
 struct Cli {
+    /// The controller the administrator commands talk to, and who calls (global flags: before or
+    /// after the subcommand).
+    #[command(flatten)]
+    connection: admin::Connection,
     #[command(subcommand)]
     command: Command,
 }
@@ -31,6 +38,12 @@ enum Command {
     /// Check records against the contract: digests, validation, signatures, projection admission.
     #[command(subcommand)]
     Contract(contract::ContractCommand),
+    /// Print a shell completion script (`cloudly completions bash > /etc/bash_completion.d/cloudly`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Administrator commands against a running controller.
     #[command(flatten)]
     Admin(admin::AdminCommand),
@@ -44,7 +57,7 @@ pub fn run() -> ExitCode {
         Command::Serve(config) => block_on(crate::server::serve(config)),
         Command::Migrate(config) => block_on(async move {
             crate::server::init_tracing(crate::config::LogFormat::Human);
-            crate::store::open(&config.database_url()).await?;
+            config.open_store().await?;
             println!("migrations applied: {}", crate::config::redact_url(&config.database_url()));
             Ok(())
         }),
@@ -53,7 +66,11 @@ pub fn run() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Identity(command) => admin::run_identity(command),
-        Command::Admin(command) => admin::run(command),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "cloudly", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Admin(command) => admin::run(command, &cli.connection),
     }
 }
 

@@ -360,8 +360,26 @@ pub type SharedStore = Arc<dyn Store>;
 /// `postgres://…` and `postgresql://…`, embedded SQLite for `sqlite:…` (`sqlite://path`, created
 /// if missing, or `sqlite::memory:`). No error names the URL, which may hold a password.
 pub async fn open(url: &str) -> Result<SharedStore, StoreError> {
+    open_with(url, OpenOptions::default()).await
+}
+
+/// How [`open_with`] opens a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// The most connections the process keeps to PostgreSQL (ignored by SQLite).
+    pub postgres_max_connections: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { postgres_max_connections: POSTGRES_POOL_SIZE }
+    }
+}
+
+/// [`open`] with explicit [`OpenOptions`].
+pub async fn open_with(url: &str, options: OpenOptions) -> Result<SharedStore, StoreError> {
     let store: SharedStore = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Arc::new(PostgresStore::connect(url).await?)
+        Arc::new(PostgresStore::connect_with_pool_size(url, options.postgres_max_connections).await?)
     } else if url.starts_with("sqlite:") {
         Arc::new(SqliteStore::connect(url).await?)
     } else {

@@ -66,15 +66,24 @@ impl PostgresStore {
     /// Connects a pool of [`POSTGRES_POOL_SIZE`] connections to `url` (`postgres://…` or
     /// `postgresql://…`). Does not migrate. No error names the URL, which may hold a password.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with_pool_size(url, POSTGRES_POOL_SIZE).await
+    }
+
+    /// [`PostgresStore::connect`] with a pool of `pool_size` connections.
+    pub async fn connect_with_pool_size(url: &str, pool_size: u32) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|_| StoreError::Unavailable("the PostgreSQL store URL does not parse".into()))?;
-        Self::connect_with(options).await
+        Self::connect_with_options(options, pool_size).await
     }
 
     /// Connects a pool with explicit connect options and checks that one connection opens. Does
     /// not migrate.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
-        let pool = pool::Pool::new(options, POSTGRES_POOL_SIZE as usize, Duration::from_secs(10))?;
+        Self::connect_with_options(options, POSTGRES_POOL_SIZE).await
+    }
+
+    async fn connect_with_options(options: PgConnectOptions, pool_size: u32) -> Result<Self, StoreError> {
+        let pool = pool::Pool::new(options, pool_size.max(1) as usize, Duration::from_secs(10))?;
         drop(pool.acquire().await?);
         Ok(PostgresStore { pool })
     }
