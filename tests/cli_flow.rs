@@ -1,7 +1,8 @@
 //! The README's operator flow with the real binary: `cloudly serve` on a fresh data directory
 //! (SQLite by default, and PostgreSQL) writes keys and the bootstrap administrator identity; with
 //! that identity the CLI creates an organization, a Pallet cluster, a node, a service spec and
-//! designates the service, then reads the designation back.
+//! designates the service (a retry with the same `--mutation-id` is answered as a replay), then
+//! reads the designation back.
 
 mod support;
 
@@ -40,10 +41,12 @@ fn serve(data_dir: &Path, database_url: Option<&str>) -> (Child, String) {
 }
 
 fn cli(url: &str, identity: &Path, args: &[&str]) -> Value {
+    let state_dir = identity.parent().expect("the identity lives in the data directory").join("cli-state");
     let output = Command::new(env!("CARGO_BIN_EXE_cloudly"))
         .args(args)
         .env("CLOUDLY_URL", url)
         .env("CLOUDLY_IDENTITY", identity)
+        .env("CLOUDLY_STATE_DIR", state_dir)
         .output()
         .unwrap();
     assert!(
@@ -74,17 +77,24 @@ fn operator_flow(data_dir: &Path, database_url: Option<&str>) {
     assert_eq!(spec["spec"]["revision"], 1);
     let designated = cli(&url, &identity, &["ingress", "designate", "--cluster", "c1", "--service", "ingress"]);
     assert_eq!(designated["designation"]["generation"], 1);
-    let rotated = cli(&url, &identity, &["ingress", "designate", "--cluster", "c1", "--service", "ingress"]);
+    let rotate = ["ingress", "designate", "--cluster", "c1", "--service", "ingress", "--mutation-id", "rotate-1"];
+    let rotated = cli(&url, &identity, &rotate);
     assert_eq!(rotated["designation"]["generation"], 2);
+    assert_eq!(rotated["replayed"], false);
+    // The same mutation id again (an operator retrying after a lost answer) is a replay.
+    let retried = cli(&url, &identity, &rotate);
+    assert_eq!(retried["replayed"], true, "{retried}");
+    assert_eq!(retried["designation"], rotated["designation"]);
     let current = cli(&url, &identity, &["ingress", "get", "--cluster", "c1"]);
     assert_eq!(current["designation"], rotated["designation"]);
     let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1"]);
     assert_eq!(chain["designations"].as_array().unwrap().len(), 2);
-    // Applying the whole inventory file again writes nothing that is already there.
+    // Applying the whole inventory file again changes nothing that is already there; the
+    // organization and node upserts cannot tell.
     let applied = cli(&url, &identity, &["apply", "-f", &file("inventory.json")]);
-    let writes: Vec<&Value> =
-        applied["applied"].as_array().unwrap().iter().filter(|entry| entry["written"] == true).collect();
-    assert_eq!(writes.len(), 1, "only the organization upsert writes: {applied}");
+    let results: Vec<&str> =
+        applied["applied"].as_array().unwrap().iter().map(|entry| entry["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["upserted", "unchanged", "upserted", "unchanged"], "{applied}");
     // An operator identity issued by the CLI reads but may not write.
     let issued = Command::new(env!("CARGO_BIN_EXE_cloudly"))
         .args(["identity", "issue", "--name", "Ada", "--user-id", "ada", "--role", "viewer", "--ttl", "1h"])
