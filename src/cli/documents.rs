@@ -2,7 +2,10 @@
 //! in them checked before anything is sent, so a malformed file is refused with every failing
 //! member named (`cluster.relayOrgin is not a member`) and changes nothing.
 
-use crate::contract::inventory::{parse_cluster, parse_node, parse_organization, parse_service_spec_body};
+use crate::contract::inventory::{
+    CLUSTER_MEMBERS, NODE_MEMBERS, ORGANIZATION_MEMBERS, SERVICE_SPEC_BODY_MEMBERS, parse_cluster, parse_node,
+    parse_organization, parse_service_spec_body,
+};
 use serde_json::Value;
 use std::path::Path;
 
@@ -61,26 +64,13 @@ impl RecordKind {
         }
     }
 
-    /// Every member of the record; each is required (`tests::members_match_the_contract` checks
-    /// them against the contract's readers).
+    /// Every member of the record; each is required (the contract's own lists).
     fn members(self) -> &'static [&'static str] {
         match self {
-            RecordKind::Organization => &["id", "name"],
-            RecordKind::Cluster => {
-                &["id", "organizationId", "runtime", "relayOrigin", "fleetCutoverIngressDesignation"]
-            }
-            RecordKind::Node => &["id", "runtimeNamespace", "hostAddresses"],
-            RecordKind::ServiceSpec => &[
-                "clusterId",
-                "serviceId",
-                "organizationId",
-                "image",
-                "replicas",
-                "placement",
-                "ports",
-                "environment",
-                "volumes",
-            ],
+            RecordKind::Organization => ORGANIZATION_MEMBERS,
+            RecordKind::Cluster => CLUSTER_MEMBERS,
+            RecordKind::Node => NODE_MEMBERS,
+            RecordKind::ServiceSpec => SERVICE_SPEC_BODY_MEMBERS,
         }
     }
 

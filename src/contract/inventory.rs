@@ -68,10 +68,24 @@ pub struct Organization {
     pub name: String,
 }
 
+/// The members of an organization (`IOrganization`'s exact schema; every one required).
+pub const ORGANIZATION_MEMBERS: &[&str] = &["id", "name"];
+
+/// The members of a cluster (every one required).
+pub const CLUSTER_MEMBERS: &[&str] =
+    &["id", "organizationId", "runtime", "relayOrigin", "fleetCutoverIngressDesignation"];
+
+/// The members of a node (every one required).
+pub const NODE_MEMBERS: &[&str] = &["id", "runtimeNamespace", "hostAddresses"];
+
+/// The members of `putServiceRuntimeSpec`'s `spec`, without `revision` (every one required).
+pub const SERVICE_SPEC_BODY_MEMBERS: &[&str] =
+    &["clusterId", "serviceId", "organizationId", "image", "replicas", "placement", "ports", "environment", "volumes"];
+
 /// Reads an organization, naming every violation.
 pub fn parse_organization(value: &Value) -> Result<Organization, Vec<String>> {
     let path = "organization";
-    let record = Record::exact(value, &["id", "name"]).map_err(|_| Violations::exact_schema(path))?;
+    let record = Record::exact(value, ORGANIZATION_MEMBERS).map_err(|_| Violations::exact_schema(path))?;
     let mut violations = Violations::new(path);
     let id = violations.field(&record, "id", "must be an Id", reader::id);
     let name = violations.field(&record, "name", "must be 1 to 256 characters", |value| bounded_text(value, 1, 256));
@@ -116,9 +130,7 @@ impl ClusterSpec {
 /// Reads a cluster, naming every violation.
 pub fn parse_cluster(value: &Value) -> Result<ClusterSpec, Vec<String>> {
     let path = "cluster";
-    let record =
-        Record::exact(value, &["id", "organizationId", "runtime", "relayOrigin", "fleetCutoverIngressDesignation"])
-            .map_err(|_| Violations::exact_schema(path))?;
+    let record = Record::exact(value, CLUSTER_MEMBERS).map_err(|_| Violations::exact_schema(path))?;
     let mut violations = Violations::new(path);
     let id = violations.field(&record, "id", "must be an Id", reader::id);
     let organization_id = violations.field(&record, "organizationId", "must be an Id", reader::id);
@@ -205,8 +217,7 @@ pub struct NodeSpec {
 /// Reads a node, naming every violation.
 pub fn parse_node(value: &Value) -> Result<NodeSpec, Vec<String>> {
     let path = "node";
-    let record = Record::exact(value, &["id", "runtimeNamespace", "hostAddresses"])
-        .map_err(|_| Violations::exact_schema(path))?;
+    let record = Record::exact(value, NODE_MEMBERS).map_err(|_| Violations::exact_schema(path))?;
     let mut violations = Violations::new(path);
     let id = violations.field(&record, "id", "must be a node id (a DNS label)", reader::node_id);
     let runtime_namespace = violations.field(&record, "runtimeNamespace", "must be an Id", reader::id);
@@ -350,21 +361,7 @@ pub const MAXIMUM_VOLUMES: usize = 64;
 /// `clusterIngressEnvironmentNames` are reserved: a spec setting one is refused.
 pub fn parse_service_spec_body(value: &Value) -> Result<ServiceSpecBody, Vec<String>> {
     let path = "spec";
-    let record = Record::exact(
-        value,
-        &[
-            "clusterId",
-            "serviceId",
-            "organizationId",
-            "image",
-            "replicas",
-            "placement",
-            "ports",
-            "environment",
-            "volumes",
-        ],
-    )
-    .map_err(|_| Violations::exact_schema(path))?;
+    let record = Record::exact(value, SERVICE_SPEC_BODY_MEMBERS).map_err(|_| Violations::exact_schema(path))?;
     read_spec_body(&record, path)
 }
 
