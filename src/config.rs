@@ -205,6 +205,47 @@ pub fn redact_url(url: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `cloudly serve`'s flags alone, parsed as the command line would be.
+    #[derive(clap::Parser)]
+    struct ServeFlags {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+
+    fn serve_flags(arguments: &[&str]) -> ServeConfig {
+        use clap::Parser as _;
+        ServeFlags::try_parse_from(std::iter::once("cloudly").chain(arguments.iter().copied())).unwrap().serve
+    }
+
+    #[test]
+    fn the_limit_flags_default_to_the_limits_defaults_and_refuse_out_of_range_values() {
+        assert_eq!(serve_flags(&[]).limits().unwrap(), crate::api::Limits::default());
+        let limits = serve_flags(&["--max-sockets", "3", "--socket-session-deadline-ms", "250"]).limits().unwrap();
+        assert_eq!((limits.max_sockets, limits.socket_session_deadline), (3, Duration::from_millis(250)));
+        for (flag, value) in [
+            ("--max-connections", "0"),
+            ("--max-concurrent-long-polls", "0"),
+            ("--max-sockets", "0"),
+            ("--body-read-timeout-ms", "0"),
+            ("--header-read-timeout-ms", "9"),
+            ("--socket-session-deadline-ms", "3600001"),
+        ] {
+            let error = serve_flags(&[flag, value]).limits().expect_err(flag).to_string();
+            assert!(error.starts_with(flag), "{flag}: {error}");
+        }
+        let printed = serve_flags(&[]).redacted();
+        for key in [
+            "bodyReadTimeoutMs",
+            "headerReadTimeoutMs",
+            "maxConnections",
+            "maxConcurrentLongPolls",
+            "maxSockets",
+            "socketSessionDeadlineMs",
+        ] {
+            assert!(printed[key].is_u64(), "cloudly config prints {key}: {printed}");
+        }
+    }
+
     #[test]
     fn passwords_never_survive_redaction() {
         assert_eq!(redact_url("postgres://cloudly:hunter2@db:5432/cloudly"), "postgres://cloudly:***@db:5432/cloudly");

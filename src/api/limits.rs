@@ -49,7 +49,7 @@ pub const LONG_POLL_METHOD: &str = "getClusterIngressRouteTable";
 pub const OVERLOADED_RETRY_AFTER_MS: u64 = 1_000;
 
 /// Limits of the HTTP and WebSocket surface (`02-wire.md`, "Limits").
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest accepted request body, bytes.
     pub body_bytes: usize,
