@@ -74,6 +74,28 @@ pub struct ServeConfig {
     /// Seconds a request may take before it is answered store-unavailable.
     #[arg(long, env = "CLOUDLY_REQUEST_TIMEOUT_SECONDS", default_value_t = 10)]
     pub request_timeout_seconds: u64,
+    /// Milliseconds a request body may take to arrive in full (before it takes a permit); then
+    /// 408 and the connection is closed.
+    #[arg(long, env = "CLOUDLY_BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
+    pub body_read_timeout_ms: u64,
+    /// Milliseconds a connection may take to send a request's headers, and may stay idle between
+    /// requests; then it is closed.
+    #[arg(long, env = "CLOUDLY_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// HTTP connections served at once; more wait in the listener's queue.
+    #[arg(long, env = "CLOUDLY_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+    /// `getClusterIngressRouteTable` long polls handled at once, apart from the other requests;
+    /// more are answered 503 with Retry-After.
+    #[arg(long, env = "CLOUDLY_MAX_CONCURRENT_LONG_POLLS", default_value_t = 64)]
+    pub max_concurrent_long_polls: usize,
+    /// WebSockets (`/typedsocket`) open at once; more upgrades are answered 503 with Retry-After.
+    #[arg(long, env = "CLOUDLY_MAX_SOCKETS", default_value_t = 256)]
+    pub max_sockets: usize,
+    /// Milliseconds a WebSocket may stay open without opening a node session; then it is closed
+    /// with code 1008.
+    #[arg(long, env = "CLOUDLY_SOCKET_SESSION_DEADLINE_MS", default_value_t = 10_000)]
+    pub socket_session_deadline_ms: u64,
     /// Seconds in-flight requests get to finish after SIGTERM/SIGINT.
     #[arg(long, env = "CLOUDLY_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
@@ -99,13 +121,35 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// The HTTP limits.
-    pub fn limits(&self) -> crate::api::Limits {
-        crate::api::Limits {
+    /// The HTTP and WebSocket limits, or which one is out of range.
+    pub fn limits(&self) -> anyhow::Result<crate::api::Limits> {
+        let counts = [
+            ("--max-connections", self.max_connections),
+            ("--max-concurrent-long-polls", self.max_concurrent_long_polls),
+            ("--max-sockets", self.max_sockets),
+        ];
+        for (flag, count) in counts {
+            anyhow::ensure!((1..=1_000_000).contains(&count), "{flag} must be from 1 to 1000000");
+        }
+        let deadlines = [
+            ("--body-read-timeout-ms", self.body_read_timeout_ms),
+            ("--header-read-timeout-ms", self.header_read_timeout_ms),
+            ("--socket-session-deadline-ms", self.socket_session_deadline_ms),
+        ];
+        for (flag, milliseconds) in deadlines {
+            anyhow::ensure!((10..=3_600_000).contains(&milliseconds), "{flag} must be from 10 to 3600000");
+        }
+        Ok(crate::api::Limits {
             body_bytes: self.body_limit_bytes,
             concurrent_requests: self.max_concurrent_requests.max(1),
             request_timeout: Duration::from_secs(self.request_timeout_seconds.max(1)),
-        }
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_connections: self.max_connections,
+            concurrent_long_polls: self.max_concurrent_long_polls,
+            max_sockets: self.max_sockets,
+            socket_session_deadline: Duration::from_millis(self.socket_session_deadline_ms),
+        })
     }
 
     /// The decision settings, or why the configuration is wrong.
@@ -136,6 +180,12 @@ impl ServeConfig {
             "bodyLimitBytes": self.body_limit_bytes,
             "maxConcurrentRequests": self.max_concurrent_requests,
             "requestTimeoutSeconds": self.request_timeout_seconds,
+            "bodyReadTimeoutMs": self.body_read_timeout_ms,
+            "headerReadTimeoutMs": self.header_read_timeout_ms,
+            "maxConnections": self.max_connections,
+            "maxConcurrentLongPolls": self.max_concurrent_long_polls,
+            "maxSockets": self.max_sockets,
+            "socketSessionDeadlineMs": self.socket_session_deadline_ms,
             "shutdownGraceSeconds": self.shutdown_grace_seconds,
             "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
             "controllerId": self.controller_id,
@@ -173,6 +223,47 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cloudly serve`'s flags alone, parsed as the command line would be.
+    #[derive(clap::Parser)]
+    struct ServeFlags {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+
+    fn serve_flags(arguments: &[&str]) -> ServeConfig {
+        use clap::Parser as _;
+        ServeFlags::try_parse_from(std::iter::once("cloudly").chain(arguments.iter().copied())).unwrap().serve
+    }
+
+    #[test]
+    fn the_limit_flags_default_to_the_limits_defaults_and_refuse_out_of_range_values() {
+        assert_eq!(serve_flags(&[]).limits().unwrap(), crate::api::Limits::default());
+        let limits = serve_flags(&["--max-sockets", "3", "--socket-session-deadline-ms", "250"]).limits().unwrap();
+        assert_eq!((limits.max_sockets, limits.socket_session_deadline), (3, Duration::from_millis(250)));
+        for (flag, value) in [
+            ("--max-connections", "0"),
+            ("--max-concurrent-long-polls", "0"),
+            ("--max-sockets", "0"),
+            ("--body-read-timeout-ms", "0"),
+            ("--header-read-timeout-ms", "9"),
+            ("--socket-session-deadline-ms", "3600001"),
+        ] {
+            let error = serve_flags(&[flag, value]).limits().expect_err(flag).to_string();
+            assert!(error.starts_with(flag), "{flag}: {error}");
+        }
+        let printed = serve_flags(&[]).redacted();
+        for key in [
+            "bodyReadTimeoutMs",
+            "headerReadTimeoutMs",
+            "maxConnections",
+            "maxConcurrentLongPolls",
+            "maxSockets",
+            "socketSessionDeadlineMs",
+        ] {
+            assert!(printed[key].is_u64(), "cloudly config prints {key}: {printed}");
+        }
+    }
 
     #[test]
     fn passwords_never_survive_redaction() {

@@ -93,7 +93,8 @@ impl RunningServer {
     }
 }
 
-/// Serves `controller` on `listener` until [`RunningServer::stop`] or a signal future resolves.
+/// Serves `controller` on `listener` within `limits` (connections, header and body deadlines,
+/// permit pools, sockets: [`api::limits`]) until [`RunningServer::stop`].
 pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits) -> anyhow::Result<RunningServer> {
     let address = listener.local_addr()?;
     let state = AppState::new(controller, limits);
@@ -103,14 +104,13 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     let draining = controller.clone();
     let app = api::router(state.clone());
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-                accepting.store(false, Ordering::SeqCst);
-                draining.begin_draining();
-                draining.links.close_all();
-            })
-            .await;
+        let shutdown = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+            accepting.store(false, Ordering::SeqCst);
+            draining.begin_draining();
+            draining.links.close_all();
+        };
+        let served = api::limits::serve(listener, app, limits, shutdown).await;
         // The background assignment reconciles of the last requests finish too.
         controller.all_assignments_settled().await;
         served
@@ -121,6 +121,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
 /// `cloudly serve`: runs until SIGTERM or SIGINT, then drains.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     init_tracing(config.log_format);
+    let limits = config.limits()?;
     let (controller, _) = open_controller(&config.store, config.controller_settings()?).await?;
     let (identity_path, written) = ensure_bootstrap_identity(
         &config.store.data_dir,
@@ -133,7 +134,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tracing::info!(path = %identity_path.display(), "bootstrap administrator identity exists");
     }
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("listen on {}", config.listen))?;
-    let server = spawn(listener, controller, config.limits())?;
+    let server = spawn(listener, controller, limits)?;
     tracing::info!(
         address = %server.address,
         store = %crate::config::redact_url(&config.store.database_url()),

@@ -515,9 +515,18 @@ async fn http_level_errors() -> Vec<(StatusCode, Value, HeaderMap)> {
         serde_json::to_vec(&json!({ "method": "listClusters", "request": { "padding": "x".repeat(256) } })).unwrap();
     let answer = send(&small, "POST", "/typedrequest", large).await;
     answers.push((answer.status, answer.json(), answer.headers));
-    let (shedding, _) = app_over(store, keys, Limits { concurrent_requests: 0, ..Limits::default() });
+    let (shedding, _) = app_over(store.clone(), keys.clone(), Limits { concurrent_requests: 0, ..Limits::default() });
     let answer = send(&shedding, "POST", "/typedrequest", b"{}".to_vec()).await;
     answers.push((answer.status, answer.json(), answer.headers));
+    // A body that never arrives: 408 once the body deadline passed.
+    let limits = Limits { body_read_timeout: Duration::from_millis(50), ..Limits::default() };
+    let (impatient, _) = app_over(store, keys, limits);
+    let never = futures_util::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let request = Request::post("/typedrequest").body(Body::from_stream(never)).expect("a request");
+    let response = impatient.oneshot(request).await.expect("the router is infallible");
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("a body");
+    answers.push((status, serde_json::from_slice(&body).expect("a JSON body"), headers));
     answers
 }
 
@@ -831,6 +840,22 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
     observe("/typedsocket", &plain);
     state.accepting.store(false, Ordering::SeqCst);
     observe("/readyz", &send(&app, "GET", "/readyz", Vec::new()).await);
+
+    // Over the socket bound, an upgrade is refused with 503.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    let (full, _) = app_over(store.clone(), keys.clone(), Limits { max_sockets: 0, ..Limits::default() });
+    let server = tokio::spawn(async move { axum::serve(listener, full).await });
+    match tokio_tungstenite::connect_async(format!("ws://{address}/typedsocket")).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let (parts, body) = response.into_parts();
+            let refused = Answer { status: parts.status, headers: parts.headers, body: body.unwrap_or_default() };
+            assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+            observe("/typedsocket", &refused);
+        }
+        other => panic!("an upgrade over the socket bound: {:?}", other.map(|(_, response)| response.status())),
+    }
+    server.abort();
 
     // A real upgrade over TCP answers 101, and its frames are envelopes that fit the document.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
@@ -1825,7 +1850,7 @@ async fn every_method_answers_in_the_documented_shapes() {
     // Every documented code is seen on the wire here or in the paths test, except
     // `internal-error`, which no request can provoke (it is checked from `DomainError`).
     let mut expected = string_set(&schema("ErrorCode")["enum"]);
-    for elsewhere in ["internal-error", "malformed-envelope", "body-too-large", "overloaded"] {
+    for elsewhere in ["internal-error", "malformed-envelope", "body-too-large", "body-timeout", "overloaded"] {
         expected.remove(elsewhere);
     }
     assert_eq!(flow.codes, expected, "the codes seen on the wire");

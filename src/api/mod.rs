@@ -4,6 +4,7 @@
 //! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
 
 pub mod error;
+pub mod limits;
 pub mod methods;
 pub mod socket;
 
@@ -11,9 +12,9 @@ use crate::domain::Controller;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use error::ApiError;
@@ -22,24 +23,8 @@ use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
 
-/// Limits of the HTTP surface (`02-wire.md`, "Limits").
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Largest accepted request body, bytes.
-    pub body_bytes: usize,
-    /// Requests handled at once; more are answered 503 with `Retry-After`.
-    pub concurrent_requests: usize,
-    /// Longest a request may take before it is answered `store-unavailable`.
-    pub request_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { body_bytes: 1024 * 1024, concurrent_requests: 256, request_timeout: Duration::from_secs(10) }
-    }
-}
+pub use limits::Limits;
 
 /// Everything a request handler needs.
 #[derive(Clone)]
@@ -48,8 +33,8 @@ pub struct AppState {
     pub controller: Arc<Controller>,
     /// The limits.
     pub limits: Limits,
-    /// Admission to the handlers.
-    permits: Arc<Semaphore>,
+    /// Admission to the handlers and to sockets.
+    admission: limits::Admission,
     /// False while starting and once draining after a stop signal.
     pub accepting: Arc<AtomicBool>,
     metrics: PrometheusHandle,
@@ -61,7 +46,7 @@ impl AppState {
         AppState {
             controller,
             limits,
-            permits: Arc::new(Semaphore::new(limits.concurrent_requests)),
+            admission: limits::Admission::new(&limits),
             accepting: Arc::new(AtomicBool::new(true)),
             metrics: metrics_handle(),
         }
@@ -90,7 +75,7 @@ pub fn router(state: AppState) -> Router {
     // Load shedding guards the API only: health, readiness and metrics must answer under load.
     let typed_request = post(typed_request)
         .layer(DefaultBodyLimit::max(state.limits.body_bytes))
-        .layer(middleware::from_fn_with_state(state.clone(), shed_load));
+        .layer(middleware::from_fn_with_state(state.clone(), limits::admit_typed_request));
     Router::new()
         .route("/typedrequest", typed_request)
         .route("/typedsocket", get(socket::typed_socket))
@@ -98,28 +83,6 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(state)
-}
-
-/// Admits a request if a permit is free; otherwise answers 503 with `Retry-After` at once rather
-/// than queueing without end.
-async fn shed_load(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match state.permits.clone().try_acquire_owned() {
-        Ok(permit) => {
-            let response = next.run(request).await;
-            drop(permit);
-            response
-        }
-        Err(_) => {
-            metrics::counter!("cloudly_requests_shed_total").increment(1);
-            let mut response = (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(json!({ "error": { "text": "overloaded", "data": { "code": "overloaded", "retryAfterMs": 1000 } } })),
-            )
-                .into_response();
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            response
-        }
-    }
 }
 
 async fn healthz() -> impl IntoResponse {

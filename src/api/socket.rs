@@ -45,10 +45,13 @@ impl SocketContext {
 
 /// `GET /typedsocket`: upgrades to a WebSocket served by [`serve_socket`].
 pub async fn typed_socket(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+    let Some(slot) = super::limits::take_socket_slot(&state) else {
+        return super::limits::overloaded_response();
+    };
     upgrade
         .max_frame_size(MAX_FRAME_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| serve_socket(socket, state))
+        .on_upgrade(move |socket| slot.hold_while(serve_socket(socket, state)))
 }
 
 fn text_frame(value: &Value) -> Message {
@@ -76,6 +79,7 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + liveness.ping_interval, liveness.ping_interval);
     let mut last_seen = Instant::now();
+    let mut session_deadline = std::pin::pin!(super::limits::session_deadline(&state.limits));
     metrics::gauge!("cloudly_sockets_open").increment(1.0);
     tracing::debug!(link = link_id, "typed socket opened");
     loop {
@@ -128,6 +132,10 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
                     break;
                 }
             },
+            () = &mut session_deadline, if context.session().is_none() => {
+                let _ = socket.send(super::limits::session_deadline_close(&state.limits)).await;
+                break;
+            }
             _ = ping.tick() => {
                 pending.retain(|_, reply| !reply.is_closed());
                 if last_seen.elapsed() >= liveness.silence_limit {
@@ -173,10 +181,15 @@ fn receive_text(
     let (Some(method), Some(_)) = (envelope.get("method").and_then(Value::as_str), envelope.get("request")) else {
         return Some(malformed_frame());
     };
+    let permit = match super::limits::admit_socket_request(&context.state, method, &envelope) {
+        Ok(permit) => permit,
+        Err(shed) => return Some(shed),
+    };
     let method = method.to_owned();
     let context = context.clone();
     let frames = frames.clone();
     tokio::spawn(async move {
+        let _permit = permit;
         let request = &envelope["request"];
         let timeout = context.state.limits.request_timeout;
         let outcome = match tokio::time::timeout(timeout, dispatch(&context, &method, request)).await {

@@ -1,0 +1,397 @@
+//! Admission and deadlines: what one client, authenticated or not, can hold of the server.
+//!
+//! - **Connections**: at most [`Limits::max_connections`] HTTP connections are served at once;
+//!   further connections wait in the listener's queue until one closes. A connection whose request
+//!   headers do not arrive within [`Limits::header_read_timeout`] is closed (also an idle
+//!   keep-alive connection: its next request's headers are late). A WebSocket leaves this count
+//!   when it upgrades and counts against [`Limits::max_sockets`] instead.
+//! - **Bodies**: `POST /typedrequest` answers 413 at once for a declared `Content-Length` over
+//!   [`Limits::body_bytes`] (without reading it), reads the whole body within
+//!   [`Limits::body_read_timeout`] (else 408 `body-timeout`, and the connection is closed), and only
+//!   then asks for a permit, so a slow or stalled body holds no permit.
+//! - **Permits**: a request takes a permit from one of two pools, chosen by its envelope's method:
+//!   the long poll `getClusterIngressRouteTable` from the long-poll pool
+//!   ([`Limits::concurrent_long_polls`]), every other request (and every body that is not an
+//!   envelope) from the request pool ([`Limits::concurrent_requests`]). A full pool answers 503
+//!   with `Retry-After` at once. A request on `/typedsocket` takes a permit from the request pool
+//!   too; when none is free it is answered the envelope error `overloaded` with `retryAfterMs`
+//!   (`registerClusterIngress`: its `not-ready` refusal).
+//! - **Sockets**: at most [`Limits::max_sockets`] are open; over it the upgrade is answered 503.
+//!   A socket that has not opened a node session within [`Limits::socket_session_deadline`] is
+//!   closed with code 1008 (policy violation).
+//!
+//! Health, readiness and metrics take no permit; they share only the connection bound.
+
+use super::error::ApiError;
+use super::{AppState, answer_envelope};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{CloseFrame, Message, close_code};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+/// The method whose calls take a permit of the long-poll pool: it may hold a call for the
+/// controller's `route_table_long_poll_ms` (`04-registration.md`, "Route table").
+pub const LONG_POLL_METHOD: &str = "getClusterIngressRouteTable";
+
+/// How long a caller is told to wait after a shed request, in ms (`Retry-After` in seconds).
+pub const OVERLOADED_RETRY_AFTER_MS: u64 = 1_000;
+
+/// Limits of the HTTP and WebSocket surface (`02-wire.md`, "Limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest accepted request body, bytes.
+    pub body_bytes: usize,
+    /// Requests handled at once (HTTP and socket requests together, long polls apart); more are
+    /// answered 503 with `Retry-After` (on a socket: `overloaded`).
+    pub concurrent_requests: usize,
+    /// Longest a request may take before it is answered `store-unavailable`.
+    pub request_timeout: Duration,
+    /// Longest a request body may take to arrive in full, counted from its headers; then 408.
+    pub body_read_timeout: Duration,
+    /// Longest a connection may take to send a request's headers (also the longest a keep-alive
+    /// connection stays idle); then it is closed.
+    pub header_read_timeout: Duration,
+    /// HTTP connections served at once; more wait in the listener's queue.
+    pub max_connections: usize,
+    /// `getClusterIngressRouteTable` calls handled at once, apart from `concurrent_requests`;
+    /// more are answered 503 with `Retry-After`.
+    pub concurrent_long_polls: usize,
+    /// WebSockets open at once; more upgrades are answered 503 with `Retry-After`.
+    pub max_sockets: usize,
+    /// Longest a socket may stay open without a node session; then it is closed (code 1008).
+    pub socket_session_deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            body_bytes: 1024 * 1024,
+            concurrent_requests: 256,
+            request_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(5),
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 512,
+            concurrent_long_polls: 64,
+            max_sockets: 256,
+            socket_session_deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The permit pools of one server.
+#[derive(Clone)]
+pub(crate) struct Admission {
+    requests: Arc<Semaphore>,
+    long_polls: Arc<Semaphore>,
+    sockets: Arc<Semaphore>,
+}
+
+impl Admission {
+    /// Pools sized by `limits`.
+    pub(crate) fn new(limits: &Limits) -> Self {
+        Admission {
+            requests: Arc::new(Semaphore::new(limits.concurrent_requests)),
+            long_polls: Arc::new(Semaphore::new(limits.concurrent_long_polls)),
+            sockets: Arc::new(Semaphore::new(limits.max_sockets)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers.
+
+fn json_answer(status: StatusCode, text: &str, data: Value) -> Response {
+    (status, axum::Json(json!({ "error": { "text": text, "data": data } }))).into_response()
+}
+
+/// 503 with `Retry-After`: a pool (or the socket bound) is full.
+pub(crate) fn overloaded_response() -> Response {
+    let mut response = json_answer(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "overloaded",
+        json!({ "code": "overloaded", "retryAfterMs": OVERLOADED_RETRY_AFTER_MS }),
+    );
+    let seconds = (OVERLOADED_RETRY_AFTER_MS / 1000).max(1);
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
+fn body_too_large() -> Response {
+    metrics::counter!("cloudly_requests_total", "method" => "-", "outcome" => "body-too-large").increment(1);
+    json_answer(StatusCode::PAYLOAD_TOO_LARGE, "request body too large", json!({ "code": "body-too-large" }))
+}
+
+fn body_timeout(limits: &Limits) -> Response {
+    metrics::counter!("cloudly_requests_total", "method" => "-", "outcome" => "body-timeout").increment(1);
+    tracing::debug!(deadline_ms = limits.body_read_timeout.as_millis() as u64, "request body not received in time");
+    json_answer(
+        StatusCode::REQUEST_TIMEOUT,
+        "request body not received in time",
+        json!({ "code": "body-timeout", "deadlineMs": limits.body_read_timeout.as_millis() as u64 }),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// `POST /typedrequest`: the body first, then a permit.
+
+/// Which pool a request takes its permit from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    Requests,
+    LongPolls,
+}
+
+impl Pool {
+    fn of_method(method: Option<&str>) -> Pool {
+        if method == Some(LONG_POLL_METHOD) { Pool::LongPolls } else { Pool::Requests }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Pool::Requests => "requests",
+            Pool::LongPolls => "long-polls",
+        }
+    }
+
+    fn take(self, admission: &Admission) -> Option<OwnedSemaphorePermit> {
+        let semaphore = match self {
+            Pool::Requests => &admission.requests,
+            Pool::LongPolls => &admission.long_polls,
+        };
+        let permit = semaphore.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            metrics::counter!("cloudly_requests_shed_total", "pool" => self.label()).increment(1);
+        }
+        permit
+    }
+}
+
+/// The `Content-Length` a request declares, if it declares one that reads as a number.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The envelope's `method`, read without building the envelope (the handler parses it in full).
+fn envelope_method(body: &[u8]) -> Option<Cow<'_, str>> {
+    #[derive(serde::Deserialize)]
+    struct MethodOnly<'a> {
+        #[serde(borrow, default)]
+        method: Option<Cow<'a, str>>,
+    }
+    serde_json::from_slice::<MethodOnly<'_>>(body).ok()?.method
+}
+
+/// Middleware of `POST /typedrequest`: 413 at once for a declared length over the limit, the whole
+/// body within the body deadline (else 408, over the limit while reading 413), then a permit of
+/// the method's pool (else 503 with `Retry-After`), held until the answer is ready.
+pub(crate) async fn admit_typed_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let limits = &state.limits;
+    if declared_length(request.headers()).is_some_and(|length| length > limits.body_bytes as u64) {
+        return body_too_large();
+    }
+    let (parts, body) = request.into_parts();
+    let collected = tokio::time::timeout(limits.body_read_timeout, Limited::new(body, limits.body_bytes).collect());
+    let body: Bytes = match collected.await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => return body_too_large(),
+        // The client broke off the body: nobody reads this answer, but it is the envelope's.
+        Ok(Err(_)) => return super::malformed(),
+        Err(_) => return body_timeout(limits),
+    };
+    let pool = Pool::of_method(envelope_method(&body).as_deref());
+    let Some(permit) = pool.take(&state.admission) else {
+        return overloaded_response();
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    drop(permit);
+    response
+}
+
+// ---------------------------------------------------------------------------------------------
+// `/typedsocket`.
+
+/// One of the [`Limits::max_sockets`] socket places, held for as long as the socket is served.
+pub(crate) struct SocketSlot(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl SocketSlot {
+    /// Runs `serving` (a socket's whole life) holding this place.
+    pub(crate) async fn hold_while(self, serving: impl Future<Output = ()>) {
+        serving.await;
+        drop(self);
+    }
+}
+
+/// A socket place, or `None` when all are taken (the upgrade is then refused with
+/// [`overloaded_response`]).
+pub(crate) fn take_socket_slot(state: &AppState) -> Option<SocketSlot> {
+    let permit = state.admission.sockets.clone().try_acquire_owned().ok();
+    if permit.is_none() {
+        metrics::counter!("cloudly_sockets_refused_total").increment(1);
+        tracing::debug!(max_sockets = state.limits.max_sockets, "typed socket refused: too many open");
+    }
+    permit.map(SocketSlot)
+}
+
+/// A permit of the request pool for one socket request, or the answer frame that sheds it:
+/// `overloaded` with `retryAfterMs` (`registerClusterIngress`: its `not-ready` refusal, since its
+/// errors are its own).
+pub(crate) fn admit_socket_request(
+    state: &AppState,
+    method: &str,
+    envelope: &Map<String, Value>,
+) -> Result<OwnedSemaphorePermit, Message> {
+    if let Some(permit) = Pool::Requests.take(&state.admission) {
+        return Ok(permit);
+    }
+    let error = if method == "registerClusterIngress" {
+        ApiError::from(super::timed_out(&state.controller, method))
+    } else {
+        ApiError::new("overloaded", json!({ "code": "overloaded", "retryAfterMs": OVERLOADED_RETRY_AFTER_MS }))
+    };
+    let label = if super::methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
+    metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => error.code().to_owned())
+        .increment(1);
+    Err(Message::Text(answer_envelope(method, envelope, Err(error)).to_string().into()))
+}
+
+/// Resolves when a socket opened now has had [`Limits::socket_session_deadline`] to open its node
+/// session.
+pub(crate) fn session_deadline(limits: &Limits) -> tokio::time::Sleep {
+    tokio::time::sleep(limits.socket_session_deadline)
+}
+
+/// The close frame of a socket without a session at its deadline: 1008 (policy violation).
+pub(crate) fn session_deadline_close(limits: &Limits) -> Message {
+    let deadline_ms = limits.socket_session_deadline.as_millis() as u64;
+    metrics::counter!("cloudly_sockets_session_deadline_total").increment(1);
+    tracing::info!(deadline_ms, "typed socket opened no session in time; closing");
+    Message::Close(Some(CloseFrame {
+        code: close_code::POLICY,
+        reason: format!("no session opened within {deadline_ms} ms").into(),
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections.
+
+/// Serves `app` over HTTP/1.1 (with WebSocket upgrades) on `listener`: at most
+/// [`Limits::max_connections`] connections at once, each closed when a request's headers take
+/// longer than [`Limits::header_read_timeout`]. When `shutdown` resolves, stops accepting, lets
+/// every connection finish its in-flight request and waits for all of them (the structure of
+/// axum's `serve(..).with_graceful_shutdown(..)`, which exposes neither bound).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let places = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let connections = Arc::new(Semaphore::new(places as usize));
+    let (stop_sender, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_sender.send(true);
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let stopped = |mut stop: watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    loop {
+        let place = tokio::select! {
+            place = connections.clone().acquire_owned() => place.expect("the connection semaphore is never closed"),
+            () = stopped(stop.clone()) => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    accept_failed(error).await;
+                    continue;
+                }
+            },
+            () = stopped(stop.clone()) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            metrics::gauge!("cloudly_http_connections_open").increment(1.0);
+            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            let outcome = tokio::select! {
+                outcome = connection.as_mut() => outcome,
+                () = stopped(stop) => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = outcome {
+                tracing::debug!(%error, "connection ended");
+            }
+            metrics::gauge!("cloudly_http_connections_open").decrement(1.0);
+            drop(place);
+        });
+    }
+    drop(listener);
+    // Every connection holds a place until it ends: all places free means all connections ended.
+    let _ = connections.acquire_many(places).await;
+    Ok(())
+}
+
+/// After a failed accept: the peer's own failures are skipped at once; anything else (out of
+/// file descriptors) waits a moment before the next accept, as axum's `serve` does.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(error.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset)
+    {
+        return;
+    }
+    tracing::error!(%error, "accept failed; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_long_poll_alone_takes_the_long_poll_pool() {
+        assert_eq!(
+            Pool::of_method(envelope_method(br#"{"method":"getClusterIngressRouteTable"}"#).as_deref()),
+            Pool::LongPolls
+        );
+        assert_eq!(
+            Pool::of_method(
+                envelope_method(br#"{"request":{},"method":"getClusterIngress\u0052outeTable"}"#).as_deref()
+            ),
+            Pool::LongPolls
+        );
+        for body in [&br#"{"method":"listClusters"}"#[..], b"{}", b"[]", b"not json", br#"{"method":7}"#] {
+            assert_eq!(Pool::of_method(envelope_method(body).as_deref()), Pool::Requests, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_declared_length_is_read_only_when_it_is_a_number() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(declared_length(&headers), None);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("104857600"));
+        assert_eq!(declared_length(&headers), Some(104_857_600));
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("lots"));
+        assert_eq!(declared_length(&headers), None);
+    }
+}

@@ -1,0 +1,406 @@
+//! What no client, authenticated or not, can use up (`src/api/limits.rs`), against the real server
+//! on a real socket: stalled bodies hold no permit, a declared oversize body is refused at once,
+//! slow headers and idle connections are cut, connections over the bound wait, long polls have a
+//! pool of their own, socket requests share the request pool, sockets are bounded and a socket
+//! without a node session is closed at its deadline. Health, readiness and metrics answer
+//! throughout.
+//!
+//! Deadlines are configured small (hundreds of ms) and every wait for something that must happen is
+//! generous (seconds), so no assertion depends on how fast the machine is.
+
+#[macro_use]
+mod support;
+
+use cloudly::api::Limits;
+use cloudly::client::CallError;
+use cloudly::domain::ControllerSettings;
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use sqlx::Connection as _;
+use std::time::Duration;
+use support::node_agent::{NodeAgent, node_bearer};
+use support::service::{Backend, TestService, designation_request};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite;
+
+/// How long a test waits for something that must happen.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn address(service: &TestService) -> String {
+    service.base_url.trim_start_matches("http://").to_owned()
+}
+
+/// A raw TCP connection to the service that has sent `bytes`.
+async fn connect_and_send(service: &TestService, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(address(service)).await.expect("connect");
+    stream.write_all(bytes).await.expect("write");
+    stream
+}
+
+/// Reads one HTTP/1.1 response (status and body, by its `Content-Length`) within `wait`; `None`
+/// when none arrives in time or the connection ends first.
+async fn read_response(stream: &mut TcpStream, wait: Duration) -> Option<(u16, Value)> {
+    tokio::time::timeout(wait, async {
+        let mut received = Vec::new();
+        let mut chunk = [0_u8; 4096];
+        loop {
+            if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&received[..end]).to_string();
+                let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                while received.len() < end + 4 + length {
+                    let read = stream.read(&mut chunk).await.ok()?;
+                    if read == 0 {
+                        return None;
+                    }
+                    received.extend_from_slice(&chunk[..read]);
+                }
+                let body = serde_json::from_slice(&received[end + 4..end + 4 + length]).unwrap_or(Value::Null);
+                return Some((status, body));
+            }
+            let read = stream.read(&mut chunk).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            received.extend_from_slice(&chunk[..read]);
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// True when the server closes `stream` within `wait` (whatever it sent before).
+async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    tokio::time::timeout(wait, async {
+        let mut chunk = [0_u8; 4096];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+const HEALTH_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: cloudly\r\n\r\n";
+
+/// Health, readiness and metrics answer 200, each on a connection of its own.
+async fn probes_answer(service: &TestService) {
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: cloudly\r\nConnection: close\r\n\r\n");
+        let mut stream = connect_and_send(service, request.as_bytes()).await;
+        let mut answer = Vec::new();
+        tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("{path} did not answer in time"))
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    }
+}
+
+/// Posts `envelope`'s text with `authInfo.jwt = token`: the HTTP status and the answer.
+async fn relay_post(service: &TestService, method: &str, request: Value, token: &str) -> (u16, Value) {
+    match service.client.envelope(method, request, Some(token)).await {
+        Ok(answer) => (200, answer),
+        Err(CallError::Http { status, body }) => (status, serde_json::from_str(&body).unwrap_or(Value::Null)),
+        Err(other) => panic!("{method}: {other}"),
+    }
+}
+
+/// An administrator's `listClusters` over HTTP: the status, 200 or the shedding 503.
+async fn admin_list_status(service: &TestService) -> u16 {
+    let mut request = json!({});
+    request["identity"] = service.admin();
+    match service.client.call("listClusters", request).await {
+        Ok(_) => 200,
+        Err(CallError::Http { status, .. }) => status,
+        Err(other) => panic!("listClusters: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stalled_bodies_at_the_request_limit_do_not_stop_a_legitimate_request() {
+    let limits =
+        Limits { concurrent_requests: 4, body_read_timeout: Duration::from_millis(1_500), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let partial = b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"method\":";
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(connect_and_send(&service, partial).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Four bodies that never arrive hold no permit: the administrator is answered.
+    assert_eq!(admin_list_status(&service).await, 200, "a legitimate request was shed behind stalled bodies");
+    probes_answer(&service).await;
+    // Each stalled body gets 408 once its deadline passed, and its connection is closed.
+    for stream in &mut stalled {
+        let (status, body) = read_response(stream, WAIT).await.expect("an answer to the stalled body");
+        assert_eq!(status, 408, "{body}");
+        assert_eq!(body["error"]["data"]["code"], json!("body-timeout"), "{body}");
+        assert_eq!(body["error"]["data"]["deadlineMs"], json!(1_500), "{body}");
+        assert!(closed_within(stream, WAIT).await, "the connection of a late body is closed");
+    }
+    assert_eq!(admin_list_status(&service).await, 200);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_declared_oversize_body_gets_413_without_being_read() {
+    let limits = Limits { concurrent_requests: 1, ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    // 100 MiB declared, nothing sent: the answer comes from the headers alone, and takes no permit.
+    let headers = b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\n\r\n";
+    let mut first = connect_and_send(&service, headers).await;
+    let mut second = connect_and_send(&service, headers).await;
+    for stream in [&mut first, &mut second] {
+        let (status, body) = read_response(stream, WAIT).await.expect("an answer before any body byte");
+        assert_eq!(status, 413, "{body}");
+        assert_eq!(body["error"]["data"]["code"], json!("body-too-large"), "{body}");
+    }
+    assert_eq!(admin_list_status(&service).await, 200);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_headers_and_idle_connections_are_cut() {
+    let limits = Limits { header_read_timeout: Duration::from_millis(300), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let mut slow = connect_and_send(&service, b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\n").await;
+    let mut silent = connect_and_send(&service, b"").await;
+    let mut idle = connect_and_send(&service, HEALTH_REQUEST).await;
+    let (status, _) = read_response(&mut idle, WAIT).await.expect("the first request is answered");
+    assert_eq!(status, 200);
+    probes_answer(&service).await;
+    assert!(closed_within(&mut slow, WAIT).await, "a connection whose headers stall is closed");
+    assert!(closed_within(&mut silent, WAIT).await, "a connection that sends nothing is closed");
+    assert!(closed_within(&mut idle, WAIT).await, "an idle keep-alive connection is closed");
+    probes_answer(&service).await;
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_over_the_bound_wait_until_one_closes() {
+    let limits = Limits { max_connections: 3, header_read_timeout: Duration::from_secs(60), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect_and_send(&service, HEALTH_REQUEST).await;
+        assert_eq!(read_response(&mut stream, WAIT).await.expect("answered within the bound").0, 200);
+        held.push(stream);
+    }
+    let mut waiting = connect_and_send(&service, HEALTH_REQUEST).await;
+    assert!(
+        read_response(&mut waiting, Duration::from_millis(500)).await.is_none(),
+        "a connection over the bound was served"
+    );
+    drop(held.pop());
+    let (status, _) = read_response(&mut waiting, WAIT).await.expect("served once a connection closed");
+    assert_eq!(status, 200);
+    drop(held);
+    drop(waiting);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn long_polls_at_their_limit_do_not_lock_out_an_administrator() {
+    let limits = Limits { concurrent_requests: 2, concurrent_long_polls: 2, ..Limits::default() };
+    let settings = ControllerSettings { route_table_long_poll_ms: 60_000, ..ControllerSettings::default() };
+    let service = std::sync::Arc::new(TestService::start_with_settings(Backend::Sqlite, limits, settings).await);
+    service.seed_cluster("c1", "ingress").await;
+    let credential =
+        service.admin_call("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
+    let connected = service
+        .client
+        .envelope(
+            "connectClusterRelay",
+            json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": credential["bearer"] }),
+            None,
+        )
+        .await
+        .unwrap();
+    let token = connected["response"]["token"].as_str().expect("a connection token").to_owned();
+    // Two polls of the current revision (no table yet): each is held. A poll shed while the probe
+    // below holds a permit tries again.
+    let polls: Vec<_> = (0..2)
+        .map(|_| {
+            let service = service.clone();
+            let token = token.clone();
+            tokio::spawn(async move {
+                loop {
+                    let request = json!({ "knownRevision": null });
+                    let answer = relay_post(&service, "getClusterIngressRouteTable", request, &token).await;
+                    if answer.0 != 503 {
+                        return answer;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        })
+        .collect();
+    // A probe poll (of another revision, answered at once when admitted) is shed once both polls
+    // hold their permits: the probes run one at a time, so nothing else can hold them.
+    let started = tokio::time::Instant::now();
+    loop {
+        let (status, answer) =
+            relay_post(&service, "getClusterIngressRouteTable", json!({ "knownRevision": 99 }), &token).await;
+        if status == 503 {
+            assert_eq!(answer["error"]["data"]["code"], json!("overloaded"), "{answer}");
+            break;
+        }
+        assert_eq!(status, 200, "{answer}");
+        assert!(started.elapsed() < WAIT, "the two polls were never both held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The administrators' pool is untouched.
+    for _ in 0..3 {
+        assert_eq!(admin_list_status(&service).await, 200, "an administrator was shed behind long polls");
+    }
+    probes_answer(&service).await;
+    // A route change wakes both polls.
+    service
+        .admin_call(
+            "putClusterIngressRoute",
+            json!({ "clusterId": "c1", "route": { "hostname": "www.example.net", "serviceId": "ingress", "protocol": "tcp", "port": 443 } }),
+        )
+        .await;
+    for poll in polls {
+        let (status, answer) = tokio::time::timeout(WAIT, poll).await.expect("the poll wakes").unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["response"]["table"]["revision"], json!(1), "{answer}");
+    }
+    std::sync::Arc::into_inner(service).unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn socket_requests_take_permits_of_the_request_pool() {
+    let limits = Limits { concurrent_requests: 1, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    // The cluster row's lock, held from another connection, keeps a designation waiting.
+    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let blocked_agent = NodeAgent::connect(&service).await;
+    let mut designation = designation_request("c1", "ingress", "m1", 1, Value::Null);
+    designation["identity"] = service.admin();
+    // Shed while a probe below holds the permit, the designation tries again.
+    let blocked = tokio::spawn(async move {
+        loop {
+            let answer = blocked_agent.call("designateClusterIngress", designation.clone()).await;
+            if !matches!(&answer, Err(error) if error.code() == "overloaded") {
+                return (blocked_agent, answer);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    // The socket request holds the one permit (the probes run one at a time, so nothing else can
+    // hold it): HTTP requests are shed.
+    let started = tokio::time::Instant::now();
+    while admin_list_status(&service).await != 503 {
+        assert!(started.elapsed() < WAIT, "a socket request held no permit of the request pool");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And another socket's requests are answered `overloaded`, as envelopes.
+    let other = NodeAgent::connect(&service).await;
+    let shed = other.call("listClusters", json!({ "identity": service.admin() })).await.expect_err("shed");
+    assert_eq!(shed.data, json!({ "code": "overloaded", "retryAfterMs": 1000 }), "{}", shed.text);
+    let shed = other
+        .call("openRuntimeSession", json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": "szrn_x" }))
+        .await
+        .expect_err("shed");
+    assert_eq!(shed.code(), "overloaded");
+    probes_answer(&service).await;
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    let (blocked_agent, answer) = blocked.await.unwrap();
+    assert_eq!(answer.expect("the held designation completes")["designation"]["generation"], json!(1));
+    // The permit is back.
+    assert_eq!(admin_list_status(&service).await, 200);
+    other.call("listClusters", json!({ "identity": service.admin() })).await.expect("admitted again");
+    drop(blocked_agent);
+    drop(other);
+    service.stop().await;
+}
+
+/// Connects a raw WebSocket to the service: the socket, or the HTTP status that refused it.
+async fn upgrade(
+    service: &TestService,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, (u16, Value)> {
+    match tokio_tungstenite::connect_async(format!("ws://{}/typedsocket", address(service))).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tungstenite::Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let retry_after = response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
+            assert_eq!(retry_after.as_deref(), Some("1"), "a refused upgrade says when to retry");
+            let body = response.body().as_deref().map_or(Value::Null, |body| serde_json::from_slice(body).unwrap());
+            Err((status, body))
+        }
+        Err(other) => panic!("upgrade: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sockets_over_the_bound_are_refused_with_503() {
+    let limits = Limits { max_sockets: 2, socket_session_deadline: Duration::from_secs(60), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let mut first = upgrade(&service).await.expect("the first socket opens");
+    let _second = upgrade(&service).await.expect("the second socket opens");
+    let (status, body) = upgrade(&service).await.expect_err("a third socket is refused");
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["data"]["code"], json!("overloaded"), "{body}");
+    probes_answer(&service).await;
+    assert_eq!(admin_list_status(&service).await, 200, "HTTP requests are not sockets");
+    // A closed socket frees its place.
+    first.close(None).await.unwrap();
+    drop(first);
+    let started = tokio::time::Instant::now();
+    let _third = loop {
+        match upgrade(&service).await {
+            Ok(socket) => break socket,
+            Err((503, _)) if started.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(refused) => panic!("the place of a closed socket was not freed: {refused:?}"),
+        }
+    };
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_without_a_session_is_closed_at_its_deadline() {
+    let limits = Limits { socket_session_deadline: Duration::from_millis(2_000), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    // A node that opens its session at once keeps its socket past the deadline.
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+    let mut idle = upgrade(&service).await.expect("the socket opens");
+    let close = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            match idle.next().await {
+                Some(Ok(tungstenite::Message::Close(frame))) => break frame,
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended without a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a socket without a session is closed")
+    .expect("with a close frame");
+    assert_eq!(u16::from(close.code), 1008, "policy violation");
+    assert_eq!(close.reason.as_str(), "no session opened within 2000 ms");
+    assert_eq!(node.closed(Duration::from_millis(300)).await, None, "the node's socket stays open");
+    node.call("getRuntimeAssignments", json!({ "session": session })).await.expect("the session still answers");
+    probes_answer(&service).await;
+    drop(node);
+    service.stop().await;
+}
