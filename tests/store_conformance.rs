@@ -11,9 +11,10 @@ use cloudly::contract::inventory::{
     ClusterRuntime, ClusterSpec, NodeSpec, Organization, Placement, ServicePort, ServiceRuntimeSpec, ServiceSpecBody,
 };
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
+use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
 use cloudly::store::{
-    Backend, DesignationCommit, DesignationFacts, DesignationRefusal, DesignationWrite, MissingKind, PostgresStore,
-    PutOutcome, SealedSecret, SharedStore, SqliteStore, Store, StoreError, StoredCluster,
+    Backend, DesignationSnapshot, DesignationWrite, MissingKind, PutOutcome, SealedSecret, SharedStore, SqlStore,
+    Store, StoreError, StoredCluster,
 };
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
@@ -95,13 +96,7 @@ impl TestDatabase {
 
     /// A new store (its own pool) on this database, not migrated.
     async fn connect(&self) -> SharedStore {
-        let url = self.url();
-        match self {
-            TestDatabase::Sqlite { .. } => Arc::new(SqliteStore::connect(&url).await.expect("open the SQLite file")),
-            TestDatabase::Postgres { .. } => {
-                Arc::new(PostgresStore::connect(&url).await.expect("connect to the test database"))
-            }
-        }
+        Arc::new(SqlStore::connect(&self.url()).await.expect("open the test database"))
     }
 
     /// Runs one raw statement beside the store (to damage a row on purpose).
@@ -298,8 +293,27 @@ impl Proposal {
         format!("{{\"mutationId\":\"{}\"}}", self.mutation_id)
     }
 
+    /// Facts of this proposal as the store would read them.
+    fn facts(
+        &self,
+        cluster: Option<StoredCluster>,
+        service: Option<ServiceRuntimeSpec>,
+        current: Option<ClusterIngressDesignation>,
+    ) -> DesignationSnapshot {
+        DesignationSnapshot {
+            cluster_id: self.cluster_id.clone(),
+            service_id: self.service_id.clone(),
+            mutation_id: self.mutation_id.clone(),
+            cluster,
+            service,
+            current,
+            mutation_recorded: false,
+            facts_version: 0,
+        }
+    }
+
     /// The judgement, counting how often it ran.
-    fn judge(&self, facts: &DesignationFacts, calls: &AtomicUsize) -> Result<DesignationWrite, DesignationRefusal> {
+    fn judge(&self, facts: &DesignationSnapshot, calls: &AtomicUsize) -> Result<DesignationWrite, DesignationRefusal> {
         calls.fetch_add(1, Ordering::SeqCst);
         let Some(stored) = &facts.cluster else { return Err(DesignationRefusal::NotFound(MissingKind::Cluster)) };
         let runtime = stored.cluster.runtime_reference();
@@ -358,9 +372,9 @@ impl Proposal {
     /// Commits this proposal on `store`; also answers how often the judge ran.
     async fn commit_counting(&self, store: &dyn Store) -> (DesignationCommit, usize) {
         let calls = AtomicUsize::new(0);
-        let judge = |facts: &DesignationFacts| self.judge(facts, &calls);
+        let judge = |facts: &DesignationSnapshot| self.judge(facts, &calls);
         let outcome =
-            store.commit_designation(&self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
+            commit_designation(store, &self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
         (outcome, calls.load(Ordering::SeqCst))
     }
 
@@ -698,12 +712,13 @@ async fn refused_designation_writes_nothing(context: Context) {
     // An unknown cluster: the judge is asked with no cluster and refuses.
     let proposal = Proposal::new(1, None);
     let seen = std::sync::Mutex::new(None);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         *seen.lock().unwrap() = Some(facts.clone());
         proposal.judge(facts, &AtomicUsize::new(0))
     };
     let outcome =
-        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+        commit_designation(store.as_ref(), &proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge)
+            .await;
     assert!(matches!(outcome.unwrap(), DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster))));
     let facts = seen.lock().unwrap().take().unwrap();
     assert!(facts.cluster.is_none() && facts.service.is_none() && facts.current.is_none());
@@ -712,7 +727,8 @@ async fn refused_designation_writes_nothing(context: Context) {
     // The facts of an existing cluster, under the lock.
     inventory(&store).await;
     let outcome =
-        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+        commit_designation(store.as_ref(), &proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge)
+            .await;
     assert!(matches!(outcome.unwrap(), DesignationCommit::Accepted { .. }));
     let facts = seen.lock().unwrap().take().unwrap();
     assert_eq!(facts.cluster.map(|stored| (stored.cluster, stored.revision)), Some((cluster("c1", "org"), 1)));
@@ -759,22 +775,24 @@ async fn refused_designation_writes_nothing(context: Context) {
 
     // A judge whose write breaks the chain is refused by the store, and nothing is written.
     let broken = on_c2(Proposal::new(1, None));
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
         write.designation.digest = Sha256Digest::from_bytes(&[0xee; 32]);
         Ok(write)
     };
-    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    let outcome =
+        commit_designation(store.as_ref(), &broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
     // So is one prepared against another spec revision than the service's current one.
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
         write.designation.prepared_spec_revision += 1;
         write.designation.digest = write.designation.compute_digest();
         Ok(write)
     };
-    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    let outcome =
+        commit_designation(store.as_ref(), &broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
 }
@@ -1063,14 +1081,9 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
     let spec = store.get_service_spec(&id("c1"), &id("ingress"), None).await.unwrap().unwrap();
     let calls = AtomicUsize::new(0);
     let first = Proposal::new(1, None);
-    let facts = DesignationFacts { cluster: Some(cluster.clone()), service: Some(spec.clone()), current: None };
-    let first_write = first.judge(&facts, &calls).unwrap();
+    let first_write = first.judge(&first.facts(Some(cluster.clone()), Some(spec.clone()), None), &calls).unwrap();
     let second = Proposal::new(1, Some(first_write.designation.reference()));
-    let facts = DesignationFacts {
-        cluster: Some(cluster),
-        service: Some(spec.clone()),
-        current: Some(first_write.designation.clone()),
-    };
+    let facts = second.facts(Some(cluster), Some(spec.clone()), Some(first_write.designation.clone()));
     let second_write = second.judge(&facts, &calls).unwrap();
     let mut statements = Vec::new();
     for write in [&first_write, &second_write] {
@@ -1200,7 +1213,7 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
     inventory(&store).await;
     let proposal = Proposal::new(1, None);
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             meanwhile(&context.database, |other| async move {
                 written(other.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
@@ -1208,7 +1221,8 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
         }
         proposal.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
     assert_eq!(refusal(outcome), DesignationRefusal::SpecRevisionMismatch(2));
     assert_eq!(calls.load(Ordering::SeqCst), 2, "judged again under the lock");
     assert_eq!(store.current_designation(&id("c1")).await.unwrap(), None, "nothing was written");
@@ -1218,7 +1232,7 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
     let (first, _) = Proposal::new(2, None).accept(store.as_ref()).await;
     let rotation = Proposal::new(2, Some(first.reference()));
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             meanwhile(&context.database, |other| async move {
                 let mut moved = cluster("c1", "org");
@@ -1228,7 +1242,8 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
         }
         rotation.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &rotation.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &rotation.mutation_id, &judge).await.unwrap();
     assert!(matches!(refusal(outcome), DesignationRefusal::RuntimeMismatch(runtime) if runtime.generation == 5));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(store.current_designation(&id("c1")).await.unwrap(), Some(first));
@@ -1241,7 +1256,7 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
     inventory(&store).await;
     let proposal = Proposal::new(1, None);
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             let twin = proposal.clone();
             meanwhile(&context.database, |other| async move {
@@ -1250,7 +1265,8 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
         }
         proposal.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
     assert!(matches!(outcome, DesignationCommit::MutationExists), "{outcome:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the recorded mutation is answered before the judge");
     assert_eq!(store.list_designations(&id("c1"), 1, 10).await.unwrap().len(), 1, "one generation");
