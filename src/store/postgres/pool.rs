@@ -10,7 +10,7 @@
 //!   in this process since the connection was last handed out (a restarted server, a broken
 //!   socket: every connection is suspect then), or when it has been idle for longer than
 //!   [`IDLE_CHECK`]. A failing ping discards it and the pool connects a new one.
-//! * **A connection dropped inside a transaction is closed, not returned.** The store's write
+//! * **A connection dropped inside a transaction is closed, not returned.** The store's
 //!   transactions are [`PooledConnection::begin`] … [`PooledConnection::commit`] (or `rollback`)
 //!   on the connection itself; from the moment `BEGIN` is sent until `COMMIT` or `ROLLBACK` has
 //!   answered, dropping the connection — a request cancelled while it waits for a row lock, an
