@@ -48,7 +48,7 @@ use cloudly::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
 use cloudly::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use cloudly::domain::{Clock, Controller, DomainError, SystemClock};
 use cloudly::keys::ControllerKeys;
-use cloudly::store::{self, MissingKind, SharedStore, SqliteStore, Store};
+use cloudly::store::{self, MissingKind, SharedStore, SqlStore, Store};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Map, Value, json};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -774,9 +774,9 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
     let store = memory_store().await;
     let (app, state) = app_over(store.clone(), keys.clone(), Limits::default());
     let (shedding, _) = app_over(store.clone(), keys.clone(), Limits { concurrent_requests: 0, ..Limits::default() });
-    let unmigrated: SharedStore = Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("open"));
+    let unmigrated: SharedStore = Arc::new(SqlStore::connect("sqlite::memory:").await.expect("open"));
     let (pending, _) = app_over(unmigrated, keys.clone(), Limits::default());
-    let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
+    let closed = SqlStore::connect("sqlite::memory:").await.expect("open");
     closed.migrate().await.expect("migrate");
     closed.close().await;
     let (down, _) = app_over(Arc::new(closed), keys.clone(), Limits::default());
@@ -1805,7 +1805,7 @@ async fn every_method_answers_in_the_documented_shapes() {
 
     // A store that does not answer: `registerClusterIngress` cannot judge, `not-ready` (before
     // `relay-not-connected`), where every other method answers `store-unavailable`.
-    let closed = SqliteStore::connect("sqlite::memory:").await.expect("open");
+    let closed = SqlStore::connect("sqlite::memory:").await.expect("open");
     closed.migrate().await.expect("migrate");
     closed.close().await;
     let (down, _) = app_over(Arc::new(closed), keys.clone(), Limits::default());
@@ -1828,7 +1828,7 @@ async fn every_method_answers_in_the_documented_shapes() {
         .connect_with(options)
         .await
         .expect("open");
-    let held_store = SqliteStore::from_pool(pool.clone());
+    let held_store = SqlStore::from_sqlite_pool(pool.clone());
     held_store.migrate().await.expect("migrate");
     let held = pool.acquire().await.expect("the store's one connection");
     let request_timeout = Duration::from_millis(200);

@@ -6,7 +6,7 @@ mod support;
 use cloudly::store::{self, OpenOptions};
 use sqlx::Connection as _;
 use std::time::{Duration, Instant};
-use support::service::{Backend, TestDatabase, pg_admin_url};
+use support::database::{Backend, TestDatabase, pg_admin_url};
 
 /// `url` with `parameters` added to its query.
 fn with_parameters(url: &str, parameters: &str) -> String {

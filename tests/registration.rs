@@ -200,7 +200,7 @@ on_both_stores!(not_ready_while_draining_comes_before_every_other_reason, |backe
 async fn not_ready_when_the_store_does_not_answer() {
     let world = IngressWorld::build(Backend::Postgres).await;
     let name = world.service.database.url.rsplit('/').next().unwrap().to_owned();
-    let admin = support::service::pg_admin_url();
+    let admin = support::database::pg_admin_url();
     let psql = |sql: String| {
         let status = std::process::Command::new("psql").arg(&admin).args(["-qc", &sql]).status().unwrap();
         assert!(status.success(), "{sql}");

@@ -13,10 +13,11 @@ use cloudly::contract::inventory::{ServiceRuntimeSpec, parse_service_spec_body};
 use cloudly::contract::registration::{RefusalReason, parse_cluster_ingress_registration};
 use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use cloudly::contract::{DigestedRecord as _, Id, NodeId, Sha256Digest};
+use cloudly::domain::assignments::AssignmentState;
 use cloudly::domain::registration::{carries_credential, judge_facts};
 use cloudly::domain::secrets::hash_value;
 use cloudly::store::registrations::RegistrationFacts;
-use cloudly::store::sessions::{AssignmentState, ReportedState};
+use cloudly::store::sessions::ReportedState;
 use serde_json::json;
 
 const BEARER: &str = "szci_the-right-bearer-of-this-designation";
@@ -65,7 +66,7 @@ fn assignment(secret: &SecretVersionReference) -> RuntimeAssignment {
 
 fn ready(session: &RuntimeSessionReference) -> Option<ReportedState> {
     Some(ReportedState {
-        state: AssignmentState::Ready,
+        state: AssignmentState::Ready.as_str().to_owned(),
         session_id: session.id.clone(),
         session_generation: session.generation,
         reported_at: 1,
@@ -156,7 +157,7 @@ fn a_ready_assignment_must_run_under_the_current_session_and_carry_the_current_c
     // Reported under the current session, but not ready.
     for state in [AssignmentState::Starting, AssignmentState::Failed, AssignmentState::Stopped] {
         let mut facts = accepting();
-        facts.assignments[0].1.as_mut().unwrap().state = state;
+        facts.assignments[0].1.as_mut().unwrap().state = state.as_str().to_owned();
         assert_eq!(judge(&facts, BEARER, "node-1"), Err(RefusalReason::AssignmentNotRunning));
     }
     // Never reported.

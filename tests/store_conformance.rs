@@ -1,8 +1,11 @@
-//! The store conformance suite: every behaviour of the [`Store`] trait is one story, written once
-//! over a [`SharedStore`] and run on both backends — SQLite in a temporary file and PostgreSQL in
-//! a fresh database per test, created on the server named by `CLOUDLY_TEST_PG_ADMIN_URL`
-//! (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped at the end. A PostgreSQL
-//! test that cannot reach the server fails; it never skips.
+//! The store conformance suite: every behaviour of the [`Store`] traits is one story, written once
+//! over a [`SharedStore`] and run on both backends (`on_both_stores!`), each on a fresh database
+//! of its own (`support::database`). The designation compare-and-swap runs as the domain drives it
+//! (`domain::designation::commit_designation`) with a test judge, so a story can land writes
+//! between the optimistic read and the write from inside the judge.
+
+#[macro_use]
+mod support;
 
 use cloudly::contract::designation::{
     ClusterIngressDesignation, CredentialReference, PalletRuntime, RuntimePhase, SecretVersionReference,
@@ -11,124 +14,19 @@ use cloudly::contract::inventory::{
     ClusterRuntime, ClusterSpec, NodeSpec, Organization, Placement, ServicePort, ServiceRuntimeSpec, ServiceSpecBody,
 };
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
+use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
 use cloudly::store::{
-    Backend, DesignationCommit, DesignationFacts, DesignationRefusal, DesignationWrite, MissingKind, PostgresStore,
-    PutOutcome, SealedSecret, SharedStore, SqliteStore, Store, StoreError, StoredCluster,
+    Backend, DesignationSnapshot, DesignationWrite, MissingKind, PutOutcome, SealedSecret, SharedStore, Store,
+    StoreError, StoredCluster,
 };
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::database::{TestDatabase, admin_connection, pg_admin_url, server_of, url_with_database};
 
 // ---------------------------------------------------------------------------------------------
-// The harness: a fresh database per test, on either backend.
-
-const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-fn admin_url() -> String {
-    std::env::var("CLOUDLY_TEST_PG_ADMIN_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned())
-}
-
-/// `admin_url` with its database replaced by `database` (query parameters kept).
-fn url_with_database(admin_url: &str, database: &str) -> String {
-    let (base, query) = match admin_url.find('?') {
-        Some(at) => admin_url.split_at(at),
-        None => (admin_url, ""),
-    };
-    let authority_start = base.find("://").map_or(0, |at| at + 3);
-    let server = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    format!("{server}/{database}{query}")
-}
-
-/// The `host:port` of a PostgreSQL URL.
-fn server_of(url: &str) -> &str {
-    let rest = url.find("://").map_or(url, |at| &url[at + 3..]);
-    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
-    authority.rsplit_once('@').map_or(authority, |(_, server)| server)
-}
-
-async fn admin_connection() -> sqlx::PgConnection {
-    sqlx::PgConnection::connect(&admin_url()).await.unwrap_or_else(|error| {
-        panic!(
-            "PostgreSQL does not answer at CLOUDLY_TEST_PG_ADMIN_URL (default {DEFAULT_ADMIN_URL}): {error}; \
-             start it (pg_ctlcluster --skip-systemctl-redirect <version> main start) — the PostgreSQL store \
-             tests never skip"
-        )
-    })
-}
-
-/// One throwaway database.
-enum TestDatabase {
-    /// A SQLite file in the temporary directory.
-    Sqlite { path: PathBuf },
-    /// A database `name` created on the admin server.
-    Postgres { name: String },
-}
-
-impl TestDatabase {
-    fn sqlite() -> Self {
-        let path = std::env::temp_dir().join(format!("cloudly_store_{}.sqlite3", uuid::Uuid::new_v4().simple()));
-        TestDatabase::Sqlite { path }
-    }
-
-    async fn postgres() -> Self {
-        let name = format!("cloudly_store_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = admin_connection().await;
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .unwrap_or_else(|error| panic!("CREATE DATABASE {name}: {error}"));
-        admin.close().await.ok();
-        TestDatabase::Postgres { name }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            TestDatabase::Sqlite { path } => format!("sqlite://{}", path.display()),
-            TestDatabase::Postgres { name } => url_with_database(&admin_url(), name),
-        }
-    }
-
-    /// A new store (its own pool) on this database, not migrated.
-    async fn connect(&self) -> SharedStore {
-        let url = self.url();
-        match self {
-            TestDatabase::Sqlite { .. } => Arc::new(SqliteStore::connect(&url).await.expect("open the SQLite file")),
-            TestDatabase::Postgres { .. } => {
-                Arc::new(PostgresStore::connect(&url).await.expect("connect to the test database"))
-            }
-        }
-    }
-
-    /// Runs one raw statement beside the store (to damage a row on purpose).
-    async fn execute(&self, sql: &'static str) {
-        run_raw(self, None, &[sql.to_owned()]).await;
-    }
-
-    async fn remove(&self) {
-        match self {
-            TestDatabase::Sqlite { path } => {
-                for suffix in ["", "-wal", "-shm"] {
-                    let mut file = path.clone().into_os_string();
-                    file.push(suffix);
-                    let _ = std::fs::remove_file(file);
-                }
-            }
-            TestDatabase::Postgres { name } => {
-                let mut admin = admin_connection().await;
-                sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap_or_else(|error| panic!("DROP DATABASE {name}: {error}"));
-                admin.close().await.ok();
-            }
-        }
-    }
-}
+// The harness: a fresh database per story, on either backend (`support::database`).
 
 /// What a story gets: a store that is not migrated yet, and its database.
 #[derive(Clone)]
@@ -145,44 +43,26 @@ impl Context {
     }
 }
 
-/// Runs `story` on a fresh database and drops the database, also when the story fails.
-async fn run<Story, Fut>(database: TestDatabase, story: Story)
+/// Runs `story` on a fresh database of `backend` and drops the database, also when the story
+/// fails.
+async fn run<Story, Fut>(backend: Backend, story: Story)
 where
     Story: FnOnce(Context) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let database = Arc::new(database);
+    let database = Arc::new(TestDatabase::create(backend).await);
     let store = database.connect().await;
     let outcome = tokio::spawn(story(Context { store, database: database.clone() })).await;
-    database.remove().await;
+    // The story's context is gone with its task; a clone it leaked is dropped by `Drop`.
+    if let Ok(database) = Arc::try_unwrap(database) {
+        database.drop_now().await;
+    }
     if let Err(error) = outcome {
         std::panic::resume_unwind(error.into_panic());
     }
 }
 
-/// Every story, as one test per backend: `sqlite::<story>` and `postgres::<story>`.
-macro_rules! conformance {
-    ($($story:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $story() {
-                    super::run(super::TestDatabase::sqlite(), super::$story).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $story() {
-                    super::run(super::TestDatabase::postgres().await, super::$story).await;
-                }
-            )+
-        }
-    };
-}
-
-conformance!(
+on_both_stores!(run =>
     migrations_apply_once_and_make_the_store_ready,
     organizations_count_their_revisions,
     clusters_are_written_by_compare_and_swap,
@@ -298,8 +178,27 @@ impl Proposal {
         format!("{{\"mutationId\":\"{}\"}}", self.mutation_id)
     }
 
+    /// Facts of this proposal as the store would read them.
+    fn facts(
+        &self,
+        cluster: Option<StoredCluster>,
+        service: Option<ServiceRuntimeSpec>,
+        current: Option<ClusterIngressDesignation>,
+    ) -> DesignationSnapshot {
+        DesignationSnapshot {
+            cluster_id: self.cluster_id.clone(),
+            service_id: self.service_id.clone(),
+            mutation_id: self.mutation_id.clone(),
+            cluster,
+            service,
+            current,
+            mutation_recorded: false,
+            facts_version: 0,
+        }
+    }
+
     /// The judgement, counting how often it ran.
-    fn judge(&self, facts: &DesignationFacts, calls: &AtomicUsize) -> Result<DesignationWrite, DesignationRefusal> {
+    fn judge(&self, facts: &DesignationSnapshot, calls: &AtomicUsize) -> Result<DesignationWrite, DesignationRefusal> {
         calls.fetch_add(1, Ordering::SeqCst);
         let Some(stored) = &facts.cluster else { return Err(DesignationRefusal::NotFound(MissingKind::Cluster)) };
         let runtime = stored.cluster.runtime_reference();
@@ -358,9 +257,9 @@ impl Proposal {
     /// Commits this proposal on `store`; also answers how often the judge ran.
     async fn commit_counting(&self, store: &dyn Store) -> (DesignationCommit, usize) {
         let calls = AtomicUsize::new(0);
-        let judge = |facts: &DesignationFacts| self.judge(facts, &calls);
+        let judge = |facts: &DesignationSnapshot| self.judge(facts, &calls);
         let outcome =
-            store.commit_designation(&self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
+            commit_designation(store, &self.cluster_id, &self.service_id, &self.mutation_id, &judge).await.unwrap();
         (outcome, calls.load(Ordering::SeqCst))
     }
 
@@ -401,11 +300,7 @@ async fn migrations_apply_once_and_make_the_store_ready(context: Context) {
     other.migrate().await.unwrap();
     assert!(store.is_ready().await.unwrap());
     assert_eq!(store.get_organization(&id("org")).await.unwrap().unwrap().revision, 1);
-    let expected = match context.database.as_ref() {
-        TestDatabase::Sqlite { .. } => Backend::Sqlite,
-        TestDatabase::Postgres { .. } => Backend::Postgres,
-    };
-    assert_eq!(store.backend(), expected);
+    assert_eq!(store.backend(), context.database.backend);
 }
 
 async fn organizations_count_their_revisions(context: Context) {
@@ -698,12 +593,13 @@ async fn refused_designation_writes_nothing(context: Context) {
     // An unknown cluster: the judge is asked with no cluster and refuses.
     let proposal = Proposal::new(1, None);
     let seen = std::sync::Mutex::new(None);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         *seen.lock().unwrap() = Some(facts.clone());
         proposal.judge(facts, &AtomicUsize::new(0))
     };
     let outcome =
-        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+        commit_designation(store.as_ref(), &proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge)
+            .await;
     assert!(matches!(outcome.unwrap(), DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster))));
     let facts = seen.lock().unwrap().take().unwrap();
     assert!(facts.cluster.is_none() && facts.service.is_none() && facts.current.is_none());
@@ -712,7 +608,8 @@ async fn refused_designation_writes_nothing(context: Context) {
     // The facts of an existing cluster, under the lock.
     inventory(&store).await;
     let outcome =
-        store.commit_designation(&proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge).await;
+        commit_designation(store.as_ref(), &proposal.cluster_id, &proposal.service_id, &proposal.mutation_id, &judge)
+            .await;
     assert!(matches!(outcome.unwrap(), DesignationCommit::Accepted { .. }));
     let facts = seen.lock().unwrap().take().unwrap();
     assert_eq!(facts.cluster.map(|stored| (stored.cluster, stored.revision)), Some((cluster("c1", "org"), 1)));
@@ -759,22 +656,24 @@ async fn refused_designation_writes_nothing(context: Context) {
 
     // A judge whose write breaks the chain is refused by the store, and nothing is written.
     let broken = on_c2(Proposal::new(1, None));
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
         write.designation.digest = Sha256Digest::from_bytes(&[0xee; 32]);
         Ok(write)
     };
-    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    let outcome =
+        commit_designation(store.as_ref(), &broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
     // So is one prepared against another spec revision than the service's current one.
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         let mut write = broken.judge(facts, &AtomicUsize::new(0))?;
         write.designation.prepared_spec_revision += 1;
         write.designation.digest = write.designation.compute_digest();
         Ok(write)
     };
-    let outcome = store.commit_designation(&broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
+    let outcome =
+        commit_designation(store.as_ref(), &broken.cluster_id, &broken.service_id, &broken.mutation_id, &judge).await;
     assert!(matches!(outcome, Err(StoreError::Corrupt(_))), "{outcome:?}");
     nothing_written(&store, &broken).await;
 }
@@ -902,16 +801,16 @@ async fn open_picks_the_backend_by_scheme_and_migrates() {
     Proposal::new(1, None).accept(memory.as_ref()).await;
 
     // A SQLite file is created when missing.
-    let file = TestDatabase::sqlite();
-    let sqlite = cloudly::store::open(&file.url()).await.unwrap();
+    let file = TestDatabase::create(Backend::Sqlite).await;
+    let sqlite = cloudly::store::open(&file.url).await.unwrap();
     assert_eq!(sqlite.backend(), Backend::Sqlite);
     assert!(sqlite.is_ready().await.unwrap());
     drop(sqlite);
-    file.remove().await;
+    file.drop_now().await;
 
-    let database = TestDatabase::postgres().await;
+    let database = TestDatabase::create(Backend::Postgres).await;
     let outcome = tokio::spawn({
-        let url = database.url();
+        let url = database.url.clone();
         async move {
             for url in [url.clone(), url.replacen("postgres://", "postgresql://", 1)] {
                 let postgres = cloudly::store::open(&url).await.unwrap();
@@ -921,7 +820,7 @@ async fn open_picks_the_backend_by_scheme_and_migrates() {
         }
     })
     .await;
-    database.remove().await;
+    database.drop_now().await;
     if let Err(error) = outcome {
         std::panic::resume_unwind(error.into_panic());
     }
@@ -931,7 +830,7 @@ async fn open_picks_the_backend_by_scheme_and_migrates() {
 async fn store_errors_never_name_the_url() {
     // A role that does not exist on the test server fails at once (a refused connection would
     // be retried until the pool's acquire timeout, as a server that is starting up).
-    let wrong_role = format!("postgres://cloudly_no_such_role:hunter2@{}/cloudly", server_of(&admin_url()));
+    let wrong_role = format!("postgres://cloudly_no_such_role:hunter2@{}/cloudly", server_of(&pg_admin_url()));
     for url in [
         "mysql://admin:hunter2@127.0.0.1/cloudly",
         wrong_role.as_str(),
@@ -1010,33 +909,11 @@ fn text_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// Runs statements on the test database outside the store, through a pool of its own.
-async fn run_raw(database: &TestDatabase, migrator: Option<&sqlx::migrate::Migrator>, statements: &[String]) {
-    /// The same steps on either backend's pool.
-    macro_rules! on {
-        ($pool:expr) => {{
-            let pool = $pool.await.unwrap();
-            if let Some(migrator) = migrator {
-                migrator.run(&pool).await.unwrap();
-            }
-            for statement in statements {
-                sqlx::query(AssertSqlSafe(statement.clone())).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }};
-    }
-    let url = database.url();
-    match database {
-        TestDatabase::Sqlite { .. } => on!(sqlx::SqlitePool::connect(&url)),
-        TestDatabase::Postgres { .. } => on!(sqlx::PgPool::connect(&url)),
-    }
-}
-
 /// A database that holds a designation chain written by the build before migration 5 (head
 /// table, mutation table) reads back whole after the upgrade, replays, and rotates on.
 async fn designations_written_before_migration_5_read_back(context: Context) {
     let backend = context.store.backend();
-    run_raw(&context.database, Some(&migrator_before_5(backend)), &[]).await;
+    context.database.run_raw(Some(&migrator_before_5(backend)), &[]).await;
     let store = context.store.clone();
     assert!(!store.is_ready().await.unwrap(), "version 5 is pending");
     // The inventory as the old build wrote it (this build's service writes need version 5).
@@ -1044,8 +921,9 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
     written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
     let body = spec_body("c1", "ingress", "ingress:1");
     let body_text = cloudly::contract::json::canonical(&serde_json::to_value(&body).unwrap()).unwrap();
-    run_raw(
-        &context.database,
+    context
+        .database
+        .run_raw(
         None,
         &[
             "INSERT INTO services (cluster_id, service_id, current_revision, deleted) VALUES ('c1', 'ingress', 1, FALSE)"
@@ -1063,14 +941,9 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
     let spec = store.get_service_spec(&id("c1"), &id("ingress"), None).await.unwrap().unwrap();
     let calls = AtomicUsize::new(0);
     let first = Proposal::new(1, None);
-    let facts = DesignationFacts { cluster: Some(cluster.clone()), service: Some(spec.clone()), current: None };
-    let first_write = first.judge(&facts, &calls).unwrap();
+    let first_write = first.judge(&first.facts(Some(cluster.clone()), Some(spec.clone()), None), &calls).unwrap();
     let second = Proposal::new(1, Some(first_write.designation.reference()));
-    let facts = DesignationFacts {
-        cluster: Some(cluster),
-        service: Some(spec.clone()),
-        current: Some(first_write.designation.clone()),
-    };
+    let facts = second.facts(Some(cluster), Some(spec.clone()), Some(first_write.designation.clone()));
     let second_write = second.judge(&facts, &calls).unwrap();
     let mut statements = Vec::new();
     for write in [&first_write, &second_write] {
@@ -1101,7 +974,7 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
         ));
     }
     statements.push("INSERT INTO ingress_designation_heads (cluster_id, generation) VALUES ('c1', 2)".to_owned());
-    run_raw(&context.database, None, &statements).await;
+    context.database.run_raw(None, &statements).await;
 
     store.migrate().await.unwrap();
     assert!(store.is_ready().await.unwrap());
@@ -1143,7 +1016,7 @@ async fn lost_connections_are_replaced(context: Context) {
     for read in futures_util::future::join_all(reads).await {
         assert!(read.unwrap().is_some());
     }
-    if let TestDatabase::Postgres { name } = context.database.as_ref() {
+    if let Some(name) = context.database.postgres_name() {
         let mut admin = admin_connection().await;
         let terminated: Vec<bool> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
@@ -1200,7 +1073,7 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
     inventory(&store).await;
     let proposal = Proposal::new(1, None);
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             meanwhile(&context.database, |other| async move {
                 written(other.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
@@ -1208,7 +1081,8 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
         }
         proposal.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
     assert_eq!(refusal(outcome), DesignationRefusal::SpecRevisionMismatch(2));
     assert_eq!(calls.load(Ordering::SeqCst), 2, "judged again under the lock");
     assert_eq!(store.current_designation(&id("c1")).await.unwrap(), None, "nothing was written");
@@ -1218,7 +1092,7 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
     let (first, _) = Proposal::new(2, None).accept(store.as_ref()).await;
     let rotation = Proposal::new(2, Some(first.reference()));
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             meanwhile(&context.database, |other| async move {
                 let mut moved = cluster("c1", "org");
@@ -1228,7 +1102,8 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
         }
         rotation.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &rotation.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &rotation.mutation_id, &judge).await.unwrap();
     assert!(matches!(refusal(outcome), DesignationRefusal::RuntimeMismatch(runtime) if runtime.generation == 5));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(store.current_designation(&id("c1")).await.unwrap(), Some(first));
@@ -1241,7 +1116,7 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
     inventory(&store).await;
     let proposal = Proposal::new(1, None);
     let calls = AtomicUsize::new(0);
-    let judge = |facts: &DesignationFacts| {
+    let judge = |facts: &DesignationSnapshot| {
         if calls.load(Ordering::SeqCst) == 0 {
             let twin = proposal.clone();
             meanwhile(&context.database, |other| async move {
@@ -1250,7 +1125,8 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
         }
         proposal.judge(facts, &calls)
     };
-    let outcome = store.commit_designation(&id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
+    let outcome =
+        commit_designation(store.as_ref(), &id("c1"), &id("ingress"), &proposal.mutation_id, &judge).await.unwrap();
     assert!(matches!(outcome, DesignationCommit::MutationExists), "{outcome:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the recorded mutation is answered before the judge");
     assert_eq!(store.list_designations(&id("c1"), 1, 10).await.unwrap().len(), 1, "one generation");
@@ -1262,13 +1138,13 @@ async fn a_twin_committed_between_read_and_write_is_replayed(context: Context) {
 async fn a_cancelled_write_releases_its_locks_at_once(context: Context) {
     let store = context.migrated().await;
     inventory(&store).await;
-    let TestDatabase::Postgres { .. } = context.database.as_ref() else {
+    if context.database.backend != Backend::Postgres {
         // SQLite has one writer at a time and no row locks to leave behind.
         return;
-    };
-    let url = context.database.url();
+    }
+    let url = &context.database.url;
     // Another session holds the cluster's lock, so the store's write waits for it.
-    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut holder = sqlx::PgConnection::connect(url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
     sqlx::query("SELECT 1 FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut holder).await.unwrap();
     let moved_on = spec_body("c1", "ingress", "ingress:2");
@@ -1279,7 +1155,7 @@ async fn a_cancelled_write_releases_its_locks_at_once(context: Context) {
     );
     // The holder lets go; the cancelled write's backend gets the lock, and must give it back.
     sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
-    let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut probe = sqlx::PgConnection::connect(url).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         sqlx::query("BEGIN").execute(&mut probe).await.unwrap();

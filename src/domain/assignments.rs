@@ -32,7 +32,7 @@ use crate::contract::signing::{Signed, sign};
 use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
 use crate::keys::ControllerKeys;
 use crate::store::SharedStore;
-use crate::store::sessions::{AssignmentChange, AssignmentFacts, AssignmentState};
+use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState};
 use ed25519_dalek::SigningKey;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
@@ -40,6 +40,50 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// A state a node reports for an assignment generation (`reportRuntimeAssignmentState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssignmentState {
+    /// `starting`.
+    Starting,
+    /// `ready`.
+    Ready,
+    /// `failed`.
+    Failed,
+    /// `stopped`.
+    Stopped,
+}
+
+impl AssignmentState {
+    /// Parses the wire spelling (also the stored one).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "starting" => Some(AssignmentState::Starting),
+            "ready" => Some(AssignmentState::Ready),
+            "failed" => Some(AssignmentState::Failed),
+            "stopped" => Some(AssignmentState::Stopped),
+            _ => None,
+        }
+    }
+
+    /// The wire spelling (also the stored one).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssignmentState::Starting => "starting",
+            AssignmentState::Ready => "ready",
+            AssignmentState::Failed => "failed",
+            AssignmentState::Stopped => "stopped",
+        }
+    }
+}
+
+/// True when `reported` is `ready` and was reported under `session` — with the assignment in
+/// the node's current set, the definition of a **running** assignment.
+pub fn is_ready_under(reported: &ReportedState, session: &RuntimeSessionReference) -> bool {
+    AssignmentState::parse(&reported.state) == Some(AssignmentState::Ready)
+        && reported.session_id == session.id
+        && reported.session_generation == session.generation
+}
 
 /// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
 pub const ASSIGNMENTS_KIND: &str = "assignments";
@@ -308,20 +352,24 @@ impl AssignmentReconciler {
         self.reconcile_locked(cluster_id).await
     }
 
-    /// Reconciles now in one locked transaction: the facts are read, planned and signed once.
+    /// Reconciles now in one locked transaction: the facts are read under the cluster's lock,
+    /// planned and signed once, and the changes written with the store's guarded statements.
     async fn reconcile_locked(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
-        let touched = Mutex::new(BTreeSet::new());
-        let judge = |facts: &AssignmentFacts| {
-            let changes = plan_assignments(facts, &self.controller, &self.keys.signing);
-            *touched.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = touched_nodes(facts, &changes);
-            changes
+        let mut locked = self.store.lock_assignments(cluster_id).await?;
+        let facts = locked.facts();
+        // An unknown cluster has nothing to issue.
+        let changes = match facts.cluster {
+            Some(_) => plan_assignments(facts, &self.controller, &self.keys.signing),
+            None => Vec::new(),
         };
-        let written = self.store.commit_assignments(cluster_id, &judge).await?;
-        if written.is_empty() {
+        if changes.is_empty() {
+            locked.rollback().await?;
             return Ok(BTreeSet::new());
         }
-        let nodes = touched.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        tracing::info!(cluster = %cluster_id, changes = written.len(), nodes = nodes.len(), "runtime assignments reconciled");
+        let nodes = touched_nodes(facts, &changes);
+        locked.apply(&changes).await?;
+        locked.commit().await?;
+        tracing::info!(cluster = %cluster_id, changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)
     }
 
@@ -529,7 +577,7 @@ impl Controller {
                 &session.cluster_id,
                 &stored.signed.payload.id,
                 stored.signed.payload.generation,
-                state,
+                state.as_str(),
                 &session,
                 self.clock.now_ms(),
             )
@@ -555,11 +603,7 @@ impl Controller {
                 continue;
             }
             let state = self.store.assignment_state(cluster_id, &assignment.id, assignment.generation).await?;
-            if state.is_some_and(|state| {
-                state.state == AssignmentState::Ready
-                    && state.session_id == session.id
-                    && state.session_generation == session.generation
-            }) {
+            if state.is_some_and(|state| is_ready_under(&state, &session)) {
                 running.push(assignment);
             }
         }

@@ -2,15 +2,17 @@
 //! (`03-designation.md`).
 //!
 //! The judgement order is the spec's: identity, request shape, then — on facts the store read at
-//! one snapshot — replay (the store answers a recorded mutation id before the judge is asked),
+//! one snapshot — replay (a recorded mutation id is answered before the judge is asked),
 //! cluster, runtime, designation kind, service, spec revision, expected designation, and the
-//! write. The compare-and-swap is the commit of the write's transaction, which holds only while
-//! those facts are unchanged (else the store judges again under the cluster's lock); the judge
-//! is pure, so being asked twice is harmless.
+//! write. The compare-and-swap is [`commit_designation`]: the store's guarded write holds only
+//! while those facts are unchanged; otherwise the facts are read again under the cluster's lock
+//! and judged again. The judge is pure, so being asked twice is harmless.
 
 use super::identity::Access;
 use super::secrets::{self, Bearer};
 use super::{Controller, DomainError, id_member, request_members};
+use crate::contract::AuthorityReference;
+use crate::contract::designation::ClusterRuntimeReference;
 use crate::contract::designation::{
     ClusterIngressDesignation, ClusterIngressDesignationRequest, CredentialReference, SecretVersionReference,
     snapshot_cluster_ingress_designation_request,
@@ -18,7 +20,7 @@ use crate::contract::designation::{
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::json::canonical;
 use crate::contract::{DigestedRecord, Id, Sha256Digest};
-use crate::store::{DesignationCommit, DesignationFacts, DesignationRefusal, DesignationWrite, MissingKind};
+use crate::store::{DesignationSnapshot, DesignationWrite, MissingKind, Store, StoreError};
 use serde_json::{Map, Value};
 
 /// The prefix of managed ingress bearers (`szci_` + 43 base64url characters = 256 random bits).
@@ -74,7 +76,7 @@ impl Controller {
         let nonce = secrets::fresh_nonce().map_err(|_| DomainError::Internal)?;
         let accepted_at = self.clock.now_ms();
         let secret_key = self.keys.secret_key();
-        let judge = |facts: &DesignationFacts| {
+        let judge = |facts: &DesignationSnapshot| {
             judge_designation(facts, &designation_request, &fresh, &caller.user_id, accepted_at).map(|designation| {
                 let secret_version = &designation.credential.secret_version;
                 let secret = secrets::seal_with_nonce(
@@ -92,18 +94,17 @@ impl Controller {
                 }
             })
         };
-        // The store answers a recorded mutation id (a replay) before the judge is asked, and asks
-        // again under the cluster's lock when its optimistic write lost, so a racing twin that
-        // committed first is replayed too.
-        let commit = self
-            .store
-            .commit_designation(
-                &designation_request.cluster_id,
-                &designation_request.ingress_service_id,
-                &designation_request.mutation_id,
-                &judge,
-            )
-            .await?;
+        // A recorded mutation id (a replay) is answered before the judge is asked, also under the
+        // cluster's lock when the optimistic write lost, so a racing twin that committed first is
+        // replayed too.
+        let commit = commit_designation(
+            self.store.as_ref(),
+            &designation_request.cluster_id,
+            &designation_request.ingress_service_id,
+            &designation_request.mutation_id,
+            &judge,
+        )
+        .await?;
         match commit {
             DesignationCommit::Accepted { designation, spec } => {
                 tracing::info!(
@@ -189,6 +190,121 @@ impl Controller {
     }
 }
 
+/// Why a designation compare-and-swap was refused, decided by the judge from the facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DesignationRefusal {
+    /// `not-found`.
+    NotFound(MissingKind),
+    /// `runtime-mismatch`, with the cluster's current runtime reference.
+    RuntimeMismatch(ClusterRuntimeReference),
+    /// `designation-kind-conflict`.
+    KindConflict,
+    /// `spec-revision-mismatch`, with the current revision.
+    SpecRevisionMismatch(u64),
+    /// `designation-conflict`, with the current reference or `None`.
+    DesignationConflict(Option<AuthorityReference>),
+}
+
+/// The decision from the facts the store read at one snapshot: the write, or a refusal. Pure:
+/// [`commit_designation`] may ask twice (once on the optimistic path, once more under the
+/// cluster's lock when a fact changed in between).
+pub type DesignationJudge<'a> =
+    dyn Fn(&DesignationSnapshot) -> Result<DesignationWrite, DesignationRefusal> + Send + Sync + 'a;
+
+/// The outcome of [`commit_designation`].
+// The accepted answer is large and returned once per request; boxing it would only burden callers.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum DesignationCommit {
+    /// Written and committed: the designation and the service spec it was prepared against.
+    Accepted {
+        /// The committed generation.
+        designation: ClusterIngressDesignation,
+        /// The spec at `preparedSpecRevision`.
+        spec: ServiceRuntimeSpec,
+    },
+    /// The judge refused; nothing was written.
+    Refused(DesignationRefusal),
+    /// Another request with this mutation id committed first; answer it as a replay.
+    MutationExists,
+}
+
+/// What the facts decide: an answer without a write, or a write to commit.
+enum DesignationDecision {
+    Answer(DesignationCommit),
+    Write(DesignationWrite),
+}
+
+/// A recorded mutation id answers `MutationExists` before the judge is asked; then the judge
+/// decides. Nothing can be written for a cluster that does not exist.
+fn decide(facts: &DesignationSnapshot, judge: &DesignationJudge<'_>) -> DesignationDecision {
+    if facts.mutation_recorded {
+        return DesignationDecision::Answer(DesignationCommit::MutationExists);
+    }
+    match judge(facts) {
+        Err(refusal) => DesignationDecision::Answer(DesignationCommit::Refused(refusal)),
+        Ok(_) if facts.cluster.is_none() => {
+            DesignationDecision::Answer(DesignationCommit::Refused(DesignationRefusal::NotFound(MissingKind::Cluster)))
+        }
+        Ok(write) => DesignationDecision::Write(write),
+    }
+}
+
+/// The answer of a committed designation: its spec is the facts' current spec (the store checked
+/// that the designation was prepared against it).
+fn accepted(spec: Option<ServiceRuntimeSpec>, write: DesignationWrite) -> Result<DesignationCommit, StoreError> {
+    let spec = spec.ok_or_else(|| StoreError::Corrupt("an accepted designation names no current spec".into()))?;
+    Ok(DesignationCommit::Accepted { designation: write.designation, spec })
+}
+
+/// The designation compare-and-swap (`03-designation.md`). Optimistic first: the store reads
+/// every fact at one snapshot, `judge` decides, and the store writes with one guarded statement
+/// that commits only while no fact has been written since (the cluster's facts version); a
+/// refusal is answered from that one snapshot. When a fact was written in between, the store
+/// locks the cluster, reads the facts again, and `judge` decides again under the lock, so the
+/// answer is exact: a racing twin's replay, `designation-conflict`, or an acceptance. Two racing
+/// calls with the same expected designation end with exactly one write, across processes.
+///
+/// A write that breaks a rule of the chain is refused by the store ([`StoreError::Corrupt`], a bug
+/// in the judge) and nothing is written.
+pub async fn commit_designation(
+    store: &dyn Store,
+    cluster_id: &Id,
+    service_id: &Id,
+    mutation_id: &Id,
+    judge: &DesignationJudge<'_>,
+) -> Result<DesignationCommit, StoreError> {
+    let facts = store.designation_snapshot(cluster_id, service_id, mutation_id).await?;
+    match decide(&facts, judge) {
+        DesignationDecision::Answer(commit) => return Ok(commit),
+        DesignationDecision::Write(write) => {
+            if store.write_designation(&facts, &write).await? {
+                return accepted(facts.service, write);
+            }
+        }
+    }
+    // A fact was written between the read and the write: judge again under the cluster's lock.
+    let mut locked = store.lock_designation(cluster_id, service_id, mutation_id).await?;
+    let write = match decide(locked.snapshot(), judge) {
+        DesignationDecision::Answer(commit) => {
+            locked.rollback().await?;
+            return Ok(commit);
+        }
+        DesignationDecision::Write(write) => write,
+    };
+    // The guarded write is a second guard besides the lock.
+    if !locked.write(&write).await? {
+        locked.rollback().await?;
+        let current = store.current_designation(cluster_id).await?;
+        return Ok(DesignationCommit::Refused(DesignationRefusal::DesignationConflict(
+            current.map(|designation| designation.reference()),
+        )));
+    }
+    let spec = locked.snapshot().service.clone();
+    locked.commit().await?;
+    accepted(spec, write)
+}
+
 /// Ids drawn for a designation before the judgement; the judge uses those that apply.
 struct FreshIdentity {
     designation_id: Id,
@@ -199,7 +315,7 @@ struct FreshIdentity {
 
 /// Steps 4–10 of the judgement order, from facts the store read at one snapshot.
 fn judge_designation(
-    facts: &DesignationFacts,
+    facts: &DesignationSnapshot,
     request: &ClusterIngressDesignationRequest,
     fresh: &FreshIdentity,
     actor_id: &Id,

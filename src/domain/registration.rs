@@ -20,6 +20,7 @@
 //! **No refusal, log line or metric label quotes the bearer or anything derived from it.** The
 //! bearer is hashed once and compared with the stored hash in constant time.
 
+use super::assignments::is_ready_under;
 use super::identity::Access;
 use super::secrets::Bearer;
 use super::{Controller, DomainError, id_member, request_members};
@@ -36,7 +37,6 @@ use crate::store::registrations::{
     IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, SessionGeneration,
     StoredIngressRegistration,
 };
-use crate::store::sessions::AssignmentState;
 use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::pin::Pin;
@@ -185,11 +185,8 @@ pub fn judge_facts<'a>(
         .assignments
         .iter()
         .find(|(assignment, state)| {
-            state.as_ref().is_some_and(|state| {
-                state.state == AssignmentState::Ready
-                    && state.session_id == session.id
-                    && state.session_generation == session.generation
-            }) && carries_credential(assignment, designation)
+            state.as_ref().is_some_and(|state| is_ready_under(state, session))
+                && carries_credential(assignment, designation)
         })
         .map(|(assignment, _)| assignment)
         .ok_or(RefusalReason::AssignmentNotRunning)?;

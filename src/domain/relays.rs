@@ -134,6 +134,13 @@ impl RouteTableWatch {
     }
 }
 
+/// The election rule: a relay connection is its cluster's elected one while it holds the
+/// cluster's highest epoch (`highest_epoch`, which the store keeps, so every controller process
+/// sharing the database agrees) and its last connect or heartbeat is younger than `lease_ms`.
+pub fn is_elected(connection: &StoredRelayConnection, highest_epoch: u64, now_ms: u64, lease_ms: u64) -> bool {
+    connection.epoch == highest_epoch && now_ms.saturating_sub(connection.last_seen_ms) < lease_ms
+}
+
 /// True for a lowercase DNS name: 1 to 253 characters, dot-separated labels of 1 to 63 of
 /// `a-z`, `0-9` and `-`, neither starting nor ending with `-`, no trailing dot.
 pub fn is_lowercase_dns_name(text: &str) -> bool {
@@ -221,7 +228,7 @@ impl Controller {
     async fn relay_principal(&self, auth_jwt: Option<&str>) -> Result<StoredRelayConnection, DomainError> {
         let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
         let state = self.store.find_relay_connection(hash_value(token)).await?.ok_or(DomainError::PrincipalRefused)?;
-        if state.connection.is_elected(state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms) {
+        if is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms) {
             Ok(state.connection)
         } else {
             Err(DomainError::RelayConnectionLost)
@@ -236,7 +243,7 @@ impl Controller {
             return Ok(None);
         };
         let elected =
-            state.connection.is_elected(state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms);
+            is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms);
         Ok(elected.then_some(state.connection))
     }
 
@@ -446,9 +453,9 @@ mod tests {
             epoch: 3,
             last_seen_ms: 1_000,
         };
-        assert!(connection.is_elected(3, 1_000, 30_000));
-        assert!(connection.is_elected(3, 30_999, 30_000));
-        assert!(!connection.is_elected(3, 31_000, 30_000));
-        assert!(!connection.is_elected(4, 1_000, 30_000));
+        assert!(is_elected(&connection, 3, 1_000, 30_000));
+        assert!(is_elected(&connection, 3, 30_999, 30_000));
+        assert!(!is_elected(&connection, 3, 31_000, 30_000));
+        assert!(!is_elected(&connection, 4, 1_000, 30_000));
     }
 }

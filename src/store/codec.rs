@@ -1,8 +1,9 @@
-//! What both backends share: turning records into stored text and counters into SQL integers,
-//! reading rows back through the contract readers, checking what a designation judge decided,
-//! and the embedded migrations' bookkeeping. No SQL lives here.
+//! Records as stored text and back: the canonical text a record is stored as, the contract
+//! readers a stored text goes through (a text that does not read back is
+//! [`StoreError::Corrupt`]), the memo of texts that passed their full read, and counters and
+//! hashes as SQL values. No SQL lives here.
 
-use super::{DesignationFacts, DesignationWrite, StoreError};
+use super::StoreError;
 use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};
 use crate::contract::inventory::{
     ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody, parse_cluster, parse_node,
@@ -14,59 +15,7 @@ use crate::contract::kind::compute_digest;
 use crate::contract::{DigestedRecord, Id};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::collections::HashMap;
-
-/// One embedded migration: its version, description and SQL text.
-pub(crate) struct EmbeddedMigration {
-    /// The version (the file's number).
-    pub(crate) version: i64,
-    /// The description (the file's name after the number).
-    pub(crate) description: &'static str,
-    /// The SQL, embedded with `include_str!` so the binary works from any directory.
-    pub(crate) sql: &'static str,
-}
-
-/// The migrator of an embedded migration list. sqlx's `migrate!` needs the `macros` feature, so
-/// the files are embedded with `include_str!` and handed to [`Migrator::with_migrations`].
-pub(crate) fn migrator(migrations: &[EmbeddedMigration]) -> Migrator {
-    Migrator::with_migrations(migrations.iter().map(migration).collect())
-}
-
-fn migration(embedded: &EmbeddedMigration) -> Migration {
-    Migration::new(
-        embedded.version,
-        embedded.description.into(),
-        MigrationType::Simple,
-        embedded.sql.into_sql_str(),
-        false,
-    )
-}
-
-/// One row of sqlx's `_sqlx_migrations` bookkeeping table.
-pub(crate) struct AppliedMigration {
-    /// The applied version.
-    pub(crate) version: i64,
-    /// Whether it finished.
-    pub(crate) success: bool,
-    /// The checksum of the SQL that was applied.
-    pub(crate) checksum: Vec<u8>,
-}
-
-/// True when every embedded migration is applied, finished, and applied with the same SQL.
-pub(crate) fn all_applied(migrations: &[EmbeddedMigration], applied: &[AppliedMigration]) -> bool {
-    migrations.iter().map(migration).all(|expected| {
-        applied
-            .iter()
-            .any(|row| row.version == expected.version && row.success && row.checksum.as_slice() == &*expected.checksum)
-    })
-}
-
-/// A migration failure, without any connection detail.
-pub(crate) fn migrate_error(error: sqlx::migrate::MigrateError) -> StoreError {
-    StoreError::Unavailable(format!("migration failed: {error}"))
-}
 
 /// The columns a cluster row keeps beside its record.
 pub(crate) struct ClusterColumns {
@@ -227,7 +176,7 @@ pub(crate) fn read_designation(text: &str) -> Result<ClusterIngressDesignation, 
 }
 
 /// Remembers the text of a designation this process just wrote ([`record_text`] of a designation
-/// whose digest `check_designation_write` verified), so the next read of the cluster's current
+/// whose digest the designation write's check verified), so the next read of the cluster's current
 /// designation needs no full check. Test builds check it in full all the same.
 pub(crate) fn remember_written_designation(text: &str, designation: &ClusterIngressDesignation) {
     debug_assert_eq!(check_designation(text).ok().as_ref(), Some(designation), "a written designation reads back");
@@ -254,55 +203,4 @@ fn check_designation(text: &str) -> Result<ClusterIngressDesignation, StoreError
 /// A stored 32-byte hash.
 pub(crate) fn hash_from_sql(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(bytes).map_err(|_| StoreError::Corrupt(format!("stored {what} is not 32 bytes")))
-}
-
-/// Checks that what the judge decided to write is the next generation of this cluster's chain
-/// for this service and mutation, prepared against the service's current spec (of the facts),
-/// with a true digest and the secret it names. The judge is the
-/// domain's; a write that breaks these rules is a programming error, refused before anything is
-/// written (reported as [`StoreError::Corrupt`], because storing it would corrupt the chain).
-pub(crate) fn check_designation_write(
-    cluster_id: &Id,
-    service_id: &Id,
-    mutation_id: &Id,
-    facts: &DesignationFacts,
-    write: &DesignationWrite,
-) -> Result<(), StoreError> {
-    let (current, designation) = (facts.current.as_ref(), &write.designation);
-    let refuse = |rule: &str| Err(StoreError::Corrupt(format!("designation judge broke a store rule: {rule}")));
-    if write.mutation_id != *mutation_id {
-        return refuse("the write names another mutation id");
-    }
-    if designation.cluster_id != *cluster_id || designation.runtime.id != *cluster_id {
-        return refuse("the designation names another cluster");
-    }
-    if designation.ingress_service_id != *service_id {
-        return refuse("the designation names another service");
-    }
-    match current {
-        None if designation.generation != 1 || designation.previous.is_some() => {
-            return refuse("the first generation must be 1 with no previous");
-        }
-        Some(current)
-            if designation.generation != current.generation + 1
-                || designation.id != current.id
-                || designation.previous.as_ref() != Some(&current.reference()) =>
-        {
-            return refuse("the designation does not link the current generation");
-        }
-        _ => {}
-    }
-    if facts.service.as_ref().map(|spec| spec.revision) != Some(designation.prepared_spec_revision) {
-        return refuse("the designation is not prepared against the service's current spec");
-    }
-    let secret_version = &designation.credential.secret_version;
-    if secret_version.secret_id != write.secret.secret_id
-        || secret_version.secret_version_id != write.secret.secret_version_id
-    {
-        return refuse("the credential does not name the sealed secret version");
-    }
-    if designation.compute_digest() != designation.digest {
-        return refuse("the designation digest does not match");
-    }
-    Ok(())
 }

@@ -1,13 +1,19 @@
 //! The store's part for cluster relays: credentials, connections and the election, and the
 //! cluster ingress route table (`04-registration.md`, "Relays" and "Route table").
 //!
-//! **The election lives here**, so several controller processes sharing one database agree on
-//! it: a connect takes the cluster's lock (`SELECT … FOR UPDATE` on PostgreSQL, `BEGIN
-//! IMMEDIATE` on SQLite) and writes the epoch after the cluster's highest one (a unique
-//! `(cluster, epoch)` key guards it besides the lock). The elected connection of a cluster is its
-//! highest epoch while `now − last seen < lease`. Bearers and tokens are kept as SHA-256 hashes.
+//! **The epochs live here**, so several controller processes sharing one database agree on the
+//! election (whose rule is the domain's, `domain::relays::is_elected`): a connect takes the
+//! cluster's lock (`inventory::lock_cluster`) and writes the epoch after the cluster's highest one
+//! (a unique `(cluster, epoch)` key guards it besides the lock); a heartbeat is one guarded
+//! `UPDATE` that writes only for the cluster's highest epoch within the lease. Every write of a
+//! cluster's relays or route table runs under the cluster's lock, so connects, rotations and route
+//! writes of one cluster serialize across processes. Bearers and tokens are kept as SHA-256
+//! hashes.
 
-use super::{PutOutcome, StoreError};
+use super::codec::counter_to_sql;
+use super::dialect::Backend;
+use super::sql::{HoldsConnection, Statement};
+use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
 use crate::contract::{Id, Protocol};
 use async_trait::async_trait;
 
@@ -37,14 +43,6 @@ pub struct StoredRelayConnection {
     pub epoch: u64,
     /// The last connect or heartbeat, ms since the Unix epoch.
     pub last_seen_ms: u64,
-}
-
-impl StoredRelayConnection {
-    /// True when this connection is its cluster's elected one: it holds the cluster's highest
-    /// epoch (`highest_epoch`) and its last connect or heartbeat is younger than `lease_ms`.
-    pub fn is_elected(&self, highest_epoch: u64, now_ms: u64, lease_ms: u64) -> bool {
-        self.epoch == highest_epoch && now_ms.saturating_sub(self.last_seen_ms) < lease_ms
-    }
 }
 
 /// What a connection token names: the connection and its cluster's highest epoch.
@@ -91,8 +89,7 @@ pub struct StoredRouteTable {
     pub routes: Vec<IngressRoute>,
 }
 
-/// Persistence of cluster relays and the cluster ingress route table. Implemented by both
-/// backends (`postgres/relays.rs`, `sqlite/relays.rs`).
+/// Persistence of cluster relays and the cluster ingress route table.
 #[async_trait]
 pub trait RelayStore: Send + Sync {
     /// Creates the relay's credential (generation 1) or rotates it (generation + 1) to
@@ -160,4 +157,263 @@ pub trait RelayStore: Send + Sync {
 
     /// Only the revision of the cluster's route table (the long poll's cheap re-check).
     async fn route_table_revision(&self, cluster_id: &Id) -> Result<Option<u64>, StoreError>;
+}
+
+/// The revision of the cluster's route table, `None` before its first route.
+async fn table_revision(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<Option<u64>, StoreError> {
+    Statement::new("SELECT revision FROM ingress_route_tables WHERE cluster_id = $1")
+        .text(cluster_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| rows::counter(&row, "revision", "route table revision"))
+        .transpose()
+}
+
+/// The cluster's route table, its routes sorted by hostname (bytewise).
+async fn read_table(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<Option<StoredRouteTable>, StoreError> {
+    let Some(revision) = table_revision(on, cluster_id).await? else {
+        return Ok(None);
+    };
+    let routes = Statement::composed(format!(
+        "SELECT hostname, service_id, protocol, port FROM ingress_routes WHERE cluster_id = $1 ORDER BY hostname{}",
+        backend.bytewise()
+    ))
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::route)
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(StoredRouteTable { cluster_id: cluster_id.clone(), revision, routes }))
+}
+
+/// Counts the table's revision up by one (creating the table at revision 1).
+async fn bump_revision(transaction: &mut impl HoldsConnection, cluster_id: &Id) -> Result<(), StoreError> {
+    Statement::new(
+        "INSERT INTO ingress_route_tables (cluster_id, revision) VALUES ($1, 1) \
+         ON CONFLICT (cluster_id) DO UPDATE SET revision = ingress_route_tables.revision + 1",
+    )
+    .text(cluster_id.as_str())
+    .execute(transaction)
+    .await?;
+    Ok(())
+}
+
+/// The connection with this token hash and its cluster's highest epoch.
+const RELAY_CONNECTION_SQL: &str = "SELECT c.id, c.cluster_id, c.relay_id, c.epoch, c.last_seen_at, \
+       (SELECT MAX(m.epoch) FROM relay_connections m WHERE m.cluster_id = c.cluster_id) AS highest_epoch \
+     FROM relay_connections c WHERE c.token_hash = $1";
+
+#[async_trait]
+impl RelayStore for SqlStore {
+    async fn put_relay_credential(
+        &self,
+        cluster_id: &Id,
+        relay_id: &Id,
+        bearer_hash: [u8; 32],
+    ) -> Result<PutOutcome<StoredRelayCredential>, StoreError> {
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let row = Statement::new(
+            "INSERT INTO relay_credentials (cluster_id, relay_id, bearer_hash, generation) VALUES ($1, $2, $3, 1) \
+             ON CONFLICT (cluster_id, relay_id) DO UPDATE \
+               SET bearer_hash = EXCLUDED.bearer_hash, generation = relay_credentials.generation + 1 \
+             RETURNING bearer_hash, generation",
+        )
+        .text(cluster_id.as_str())
+        .text(relay_id.as_str())
+        .bytes(&bearer_hash)
+        .fetch_one(&mut transaction)
+        .await?;
+        let credential = rows::relay_credential(cluster_id, relay_id, &row)?;
+        transaction.commit().await?;
+        Ok(PutOutcome::Written(credential))
+    }
+
+    async fn get_relay_credential(
+        &self,
+        cluster_id: &Id,
+        relay_id: &Id,
+    ) -> Result<Option<StoredRelayCredential>, StoreError> {
+        Statement::new("SELECT bearer_hash, generation FROM relay_credentials WHERE cluster_id = $1 AND relay_id = $2")
+            .text(cluster_id.as_str())
+            .text(relay_id.as_str())
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::relay_credential(cluster_id, relay_id, &row))
+            .transpose()
+    }
+
+    async fn connect_relay(
+        &self,
+        cluster_id: &Id,
+        relay_id: &Id,
+        credential_generation: u64,
+        connection_id: &Id,
+        token_hash: [u8; 32],
+        now_ms: u64,
+    ) -> Result<Option<StoredRelayConnection>, StoreError> {
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(None);
+        };
+        let credential = Statement::new(
+            "SELECT bearer_hash, generation FROM relay_credentials WHERE cluster_id = $1 AND relay_id = $2",
+        )
+        .text(cluster_id.as_str())
+        .text(relay_id.as_str())
+        .fetch_optional(&mut transaction)
+        .await?
+        .map(|row| rows::relay_credential(cluster_id, relay_id, &row))
+        .transpose()?;
+        if credential.map(|credential| credential.generation) != Some(credential_generation) {
+            transaction.rollback().await?;
+            return Ok(None);
+        }
+        let highest = Statement::new(
+            "SELECT COALESCE(MAX(epoch), 0) AS highest_epoch FROM relay_connections WHERE cluster_id = $1",
+        )
+        .text(cluster_id.as_str())
+        .fetch_one(&mut transaction)
+        .await?;
+        let epoch = rows::counter(&highest, "highest_epoch", "relay connection epoch")? + 1;
+        Statement::new(
+            "INSERT INTO relay_connections (id, cluster_id, relay_id, epoch, token_hash, connected_at, last_seen_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+        )
+        .text(connection_id.as_str())
+        .text(cluster_id.as_str())
+        .text(relay_id.as_str())
+        .integer(counter_to_sql(epoch, "relay connection epoch")?)
+        .bytes(&token_hash)
+        .integer(counter_to_sql(now_ms, "relay connection time")?)
+        .execute(&mut transaction)
+        .await?;
+        transaction.commit().await?;
+        Ok(Some(StoredRelayConnection {
+            id: connection_id.clone(),
+            cluster_id: cluster_id.clone(),
+            relay_id: relay_id.clone(),
+            epoch,
+            last_seen_ms: now_ms,
+        }))
+    }
+
+    async fn find_relay_connection(&self, token_hash: [u8; 32]) -> Result<Option<RelayConnectionState>, StoreError> {
+        Statement::new(RELAY_CONNECTION_SQL)
+            .bytes(&token_hash)
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::relay_connection_state(&row))
+            .transpose()
+    }
+
+    async fn heartbeat_relay(
+        &self,
+        token_hash: [u8; 32],
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<RelayHeartbeat, StoreError> {
+        // The last-seen time never moves back (`CASE`: PostgreSQL's `GREATEST` and SQLite's
+        // two-argument `MAX` in one spelling both accept).
+        let row = Statement::new(
+            "UPDATE relay_connections \
+             SET last_seen_at = CASE WHEN last_seen_at > $2 THEN last_seen_at ELSE $2 END \
+             WHERE token_hash = $1 AND $2 - last_seen_at < $3 \
+               AND epoch = (SELECT MAX(m.epoch) FROM relay_connections m \
+                            WHERE m.cluster_id = relay_connections.cluster_id) \
+             RETURNING id, cluster_id, relay_id, epoch, last_seen_at",
+        )
+        .bytes(&token_hash)
+        .integer(counter_to_sql(now_ms, "heartbeat time")?)
+        .integer(counter_to_sql(lease_ms, "relay lease")?)
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?;
+        if let Some(row) = row {
+            return Ok(RelayHeartbeat::Alive(rows::relay_connection(&row)?));
+        }
+        Ok(match self.find_relay_connection(token_hash).await? {
+            None => RelayHeartbeat::Unknown,
+            Some(state) => RelayHeartbeat::Lost(state.connection),
+        })
+    }
+
+    async fn put_ingress_route(
+        &self,
+        cluster_id: &Id,
+        route: &IngressRoute,
+    ) -> Result<PutOutcome<StoredRouteTable>, StoreError> {
+        let backend = self.pool.backend();
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let current = Statement::new(
+            "SELECT hostname, service_id, protocol, port FROM ingress_routes WHERE cluster_id = $1 AND hostname = $2",
+        )
+        .text(cluster_id.as_str())
+        .text(&route.hostname)
+        .fetch_optional(&mut transaction)
+        .await?
+        .map(|row| rows::route(&row))
+        .transpose()?;
+        if current.as_ref() != Some(route) {
+            bump_revision(&mut transaction, cluster_id).await?;
+            Statement::new(
+                "INSERT INTO ingress_routes (cluster_id, hostname, service_id, protocol, port) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (cluster_id, hostname) DO UPDATE \
+                   SET service_id = EXCLUDED.service_id, protocol = EXCLUDED.protocol, port = EXCLUDED.port",
+            )
+            .text(cluster_id.as_str())
+            .text(&route.hostname)
+            .text(route.service_id.as_str())
+            .text(route.protocol.as_str())
+            .integer(i64::from(route.port))
+            .execute(&mut transaction)
+            .await?;
+        }
+        let table = read_table(&mut transaction, backend, cluster_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a route table with a route has no head".into()))?;
+        transaction.commit().await?;
+        Ok(PutOutcome::Written(table))
+    }
+
+    async fn delete_ingress_route(
+        &self,
+        cluster_id: &Id,
+        hostname: &str,
+    ) -> Result<PutOutcome<Option<StoredRouteTable>>, StoreError> {
+        let backend = self.pool.backend();
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let deleted = Statement::new("DELETE FROM ingress_routes WHERE cluster_id = $1 AND hostname = $2")
+            .text(cluster_id.as_str())
+            .text(hostname)
+            .execute(&mut transaction)
+            .await?;
+        if deleted > 0 {
+            bump_revision(&mut transaction, cluster_id).await?;
+        }
+        let table = read_table(&mut transaction, backend, cluster_id).await?;
+        transaction.commit().await?;
+        Ok(PutOutcome::Written(table))
+    }
+
+    async fn get_route_table(&self, cluster_id: &Id) -> Result<Option<StoredRouteTable>, StoreError> {
+        // One snapshot, so the revision and the routes are of one moment.
+        let mut transaction = self.pool.begin_snapshot().await?;
+        let table = read_table(&mut transaction, self.pool.backend(), cluster_id).await?;
+        transaction.commit().await?;
+        Ok(table)
+    }
+
+    async fn route_table_revision(&self, cluster_id: &Id) -> Result<Option<u64>, StoreError> {
+        table_revision(&mut self.pool.connection().await?, cluster_id).await
+    }
 }

@@ -1,23 +1,30 @@
-//! The store's part for node sessions, runtime assignments and their reported states (`04-registration.md`, "Node sessions and assignments").
+//! Node sessions, runtime assignments and their reported states (`04-registration.md`, "Node
+//! sessions and assignments").
 //!
 //! Sessions: every open inserts the next generation of the node's session under a lock on the
-//! node row (PostgreSQL `SELECT … FOR UPDATE`, SQLite `BEGIN IMMEDIATE`); the primary key
+//! node row ([`Backend::lock_rows`] inside a write transaction); the primary key
 //! `(cluster, node, generation)` is the second guard. The current session is the highest.
 //!
 //! Assignments: every generation is kept with its signature. A head per assignment names its
-//! latest generation and whether it is in its node's current set. The domain's reconcile decides
-//! the changes from facts read under the cluster's lock ([`SessionStore::commit_assignments`]),
-//! and each change is a guarded statement (insert of a new primary key, head update where the
-//! generation is the expected one), so two controller processes never write two different
-//! generations with one number: the second waits for the lock and re-reads the first's heads.
+//! latest generation and whether it is in its node's current set. The domain plans the changes
+//! from facts read under the cluster's lock ([`SessionStore::lock_assignments`]), and each change
+//! is a guarded statement (insert of a new primary key, head update where the generation is the
+//! expected one), so two controller processes never write two different generations with one
+//! number: the second waits for the lock and re-reads the first's heads. A reported state is kept
+//! as the text the domain gives (the schema admits the four states of the spec).
 
-use super::{StoreError, StoredCluster, StoredNode};
+use super::codec::{counter_to_sql, record_text};
+use super::designations::cluster_designation_on;
+use super::dialect::Backend;
+use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
+use super::sql::{HoldsConnection, Statement, Transaction};
+use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::Signed;
-use crate::contract::{Id, NodeId};
+use crate::contract::{DigestedRecord as _, Id, NodeId};
 use async_trait::async_trait;
 
 /// A stored assignment generation: the signed record and whether it is its node's current one
@@ -62,50 +69,11 @@ pub enum AssignmentChange {
     },
 }
 
-/// The reconcile's decision from the facts, inside the store's transaction.
-pub type AssignmentJudge<'a> = dyn Fn(&AssignmentFacts) -> Vec<AssignmentChange> + Send + Sync + 'a;
-
-/// A state a node reports for an assignment generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AssignmentState {
-    /// `starting`.
-    Starting,
-    /// `ready`.
-    Ready,
-    /// `failed`.
-    Failed,
-    /// `stopped`.
-    Stopped,
-}
-
-impl AssignmentState {
-    /// Parses the wire spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "starting" => Some(AssignmentState::Starting),
-            "ready" => Some(AssignmentState::Ready),
-            "failed" => Some(AssignmentState::Failed),
-            "stopped" => Some(AssignmentState::Stopped),
-            _ => None,
-        }
-    }
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AssignmentState::Starting => "starting",
-            AssignmentState::Ready => "ready",
-            AssignmentState::Failed => "failed",
-            AssignmentState::Stopped => "stopped",
-        }
-    }
-}
-
 /// The latest state reported for one assignment generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportedState {
-    /// The state.
-    pub state: AssignmentState,
+    /// The state, as the domain recorded it (`domain::assignments::AssignmentState` spells it).
+    pub state: String,
     /// The id of the session that reported it.
     pub session_id: Id,
     /// That session's generation.
@@ -114,7 +82,7 @@ pub struct ReportedState {
     pub reported_at: u64,
 }
 
-/// Persistence of node sessions, runtime assignments and their reported states (`04-registration.md`, "Node sessions and assignments"). Implemented by both backends (`postgres/sessions.rs`, `sqlite/sessions.rs`).
+/// Persistence of node sessions, runtime assignments and their reported states.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Opens the node's next session: generation = the highest so far + 1 (or 1), with the
@@ -139,15 +107,8 @@ pub trait SessionStore: Send + Sync {
     /// The facts a reconcile of the cluster decides from, read without a lock.
     async fn assignment_facts(&self, cluster_id: &Id) -> Result<AssignmentFacts, StoreError>;
 
-    /// In one transaction under the cluster's lock: reads the facts, lets `judge` decide, and
-    /// writes its changes with guarded statements. Answers the changes written (none for an
-    /// unknown cluster). A change that does not fit the heads it was decided from writes nothing
-    /// and answers [`StoreError::Corrupt`] (a bug in the judge).
-    async fn commit_assignments(
-        &self,
-        cluster_id: &Id,
-        judge: &AssignmentJudge<'_>,
-    ) -> Result<Vec<AssignmentChange>, StoreError>;
+    /// A write transaction that holds the cluster's lock, with the facts read under it.
+    async fn lock_assignments(&self, cluster_id: &Id) -> Result<Box<dyn LockedAssignments>, StoreError>;
 
     /// The node's current assignment set (active heads on the node), sorted by id.
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Vec<StoredAssignment>, StoreError>;
@@ -167,7 +128,7 @@ pub trait SessionStore: Send + Sync {
         cluster_id: &Id,
         assignment_id: &Id,
         generation: u64,
-        state: AssignmentState,
+        state: &str,
         session: &RuntimeSessionReference,
         reported_at: u64,
     ) -> Result<(), StoreError>;
@@ -181,41 +142,89 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Option<ReportedState>, StoreError>;
 }
 
-/// The signature block of a signed assignment as stored text.
-pub(crate) fn signature_text(signed: &Signed<RuntimeAssignment>) -> Result<String, StoreError> {
-    super::codec::record_text(&signed.signature, "assignment signature")
+/// A write transaction holding a cluster's lock, with the assignment facts read under it
+/// ([`SessionStore::lock_assignments`]). It ends with [`LockedAssignments::commit`] or
+/// [`LockedAssignments::rollback`]; dropped before either, it rolls back.
+#[async_trait]
+pub trait LockedAssignments: Send {
+    /// The facts, read under the lock.
+    fn facts(&self) -> &AssignmentFacts;
+
+    /// Writes `changes` with guarded statements. A change that does not fit the heads of
+    /// [`LockedAssignments::facts`] ([`check_assignment_changes`]) writes nothing and answers
+    /// [`StoreError::Corrupt`] (a bug in the planner); a guard that finds another state answers
+    /// [`StoreError::Unavailable`]. Either way the transaction must not be committed.
+    async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError>;
+
+    /// Commits the changes.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls back and lets go of the lock.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
-/// Reads a stored assignment generation back: the payload through the contract's snapshot with
-/// its digest checked, and the signature block.
-pub(crate) fn read_signed_assignment(record: &str, signature: &str) -> Result<Signed<RuntimeAssignment>, StoreError> {
-    use crate::contract::DigestedRecord as _;
-    use crate::contract::assignment::snapshot_runtime_assignment;
-    use crate::contract::signing::{ALGORITHM, SignatureBlock};
-    let corrupt = |what: &str| StoreError::Corrupt(format!("stored runtime assignment {what}"));
-    let value = crate::contract::json::parse_record_text(record).map_err(|_| corrupt("breaks the raw-text rules"))?;
-    let payload = snapshot_runtime_assignment(&value).map_err(|_| corrupt("does not read back"))?;
-    if payload.compute_digest() != payload.digest {
-        return Err(corrupt("digest does not match"));
-    }
-    let block: serde_json::Value = serde_json::from_str(signature).map_err(|_| corrupt("signature is not JSON"))?;
-    let text = |key: &str| block.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
-    let (Some(key_id), Some(ALGORITHM), Some(value)) = (text("keyId"), text("algorithm").as_deref(), text("value"))
-    else {
-        return Err(corrupt("signature does not read back"));
+/// Reads the facts of a reconcile; `lock` takes the cluster's lock first (inside a write
+/// transaction).
+async fn read_facts(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+    lock: bool,
+) -> Result<AssignmentFacts, StoreError> {
+    let cluster = if lock {
+        lock_cluster(on, backend, cluster_id).await?
+    } else {
+        Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
+            .text(cluster_id.as_str())
+            .fetch_optional(on)
+            .await?
+            .map(|row| rows::cluster(&row))
+            .transpose()?
     };
-    Ok(Signed { payload, signature: SignatureBlock { key_id, algorithm: ALGORITHM, value } })
+    let nodes = cluster_nodes(on, backend, cluster_id).await?;
+    let services = Statement::composed(format!(
+        "SELECT r.body, r.revision FROM services s \
+         JOIN service_spec_revisions r \
+           ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
+         WHERE s.cluster_id = $1 AND NOT s.deleted ORDER BY s.service_id{}",
+        backend.bytewise()
+    ))
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::service_spec)
+    .collect::<Result<Vec<_>, _>>()?;
+    let designation = cluster_designation_on(on, cluster_id).await?.flatten();
+    let heads = Statement::composed(format!(
+        "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
+         JOIN runtime_assignments a \
+           ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
+         WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}",
+        backend.bytewise()
+    ))
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::assignment)
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(AssignmentFacts { cluster, nodes, services, designation, heads })
 }
 
-/// Checks that the judge's changes fit the heads they were decided from: an issued generation
+/// The signature block of a signed assignment as stored text.
+fn signature_text(signed: &Signed<RuntimeAssignment>) -> Result<String, StoreError> {
+    record_text(&signed.signature, "assignment signature")
+}
+
+/// Checks that the planned changes fit the heads they were decided from: an issued generation
 /// links its head (or is generation 1 of a new id) in this cluster with a true digest, a
 /// `SetActive` names a head generation, and no assignment changes twice in one commit.
-pub(crate) fn check_assignment_changes(
+fn check_assignment_changes(
     cluster_id: &Id,
     heads: &[StoredAssignment],
     changes: &[AssignmentChange],
 ) -> Result<(), StoreError> {
-    use crate::contract::DigestedRecord as _;
     let refuse = |rule: &str| Err(StoreError::Corrupt(format!("assignment judge broke a store rule: {rule}")));
     let head = |id: &Id| heads.iter().find(|head| head.signed.payload.id == *id).map(|head| &head.signed.payload);
     let mut seen = std::collections::HashSet::new();
@@ -257,4 +266,293 @@ pub(crate) fn check_assignment_changes(
         }
     }
     Ok(())
+}
+
+/// Writes one checked change with guarded statements; false when a guard found another state.
+async fn apply_change(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    change: &AssignmentChange,
+) -> Result<bool, StoreError> {
+    match change {
+        AssignmentChange::Issue(signed) => {
+            let payload = &signed.payload;
+            let generation = counter_to_sql(payload.generation, "assignment generation")?;
+            let inserted = Statement::new(
+                "INSERT INTO runtime_assignments \
+                   (cluster_id, assignment_id, generation, node_id, service_id, digest, record, signature) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            )
+            .text(cluster_id.as_str())
+            .text(payload.id.as_str())
+            .integer(generation)
+            .text(payload.node_id.as_str())
+            .text(payload.service_id.as_str())
+            .text(payload.digest.as_str())
+            .text(&record_text(payload, "runtime assignment")?)
+            .text(&signature_text(signed)?)
+            .execute(transaction)
+            .await?;
+            if inserted != 1 {
+                return Ok(false);
+            }
+            let moved = match &payload.previous {
+                None => {
+                    Statement::new(
+                        "INSERT INTO runtime_assignment_heads \
+                           (cluster_id, assignment_id, generation, node_id, service_id, active) \
+                         VALUES ($1, $2, $3, $4, $5, TRUE) ON CONFLICT DO NOTHING",
+                    )
+                    .text(cluster_id.as_str())
+                    .text(payload.id.as_str())
+                    .integer(generation)
+                    .text(payload.node_id.as_str())
+                    .text(payload.service_id.as_str())
+                    .execute(transaction)
+                    .await?
+                }
+                Some(previous) => {
+                    Statement::new(
+                        "UPDATE runtime_assignment_heads SET generation = $3, node_id = $4, service_id = $5, \
+                           active = TRUE \
+                         WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $6",
+                    )
+                    .text(cluster_id.as_str())
+                    .text(payload.id.as_str())
+                    .integer(generation)
+                    .text(payload.node_id.as_str())
+                    .text(payload.service_id.as_str())
+                    .integer(counter_to_sql(previous.generation, "assignment generation")?)
+                    .execute(transaction)
+                    .await?
+                }
+            };
+            Ok(moved == 1)
+        }
+        AssignmentChange::SetActive { id, generation, active } => {
+            let updated = Statement::new(
+                "UPDATE runtime_assignment_heads SET active = $4 \
+                 WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $3",
+            )
+            .text(cluster_id.as_str())
+            .text(id.as_str())
+            .integer(counter_to_sql(*generation, "assignment generation")?)
+            .boolean(*active)
+            .execute(transaction)
+            .await?;
+            Ok(updated == 1)
+        }
+    }
+}
+
+/// [`LockedAssignments`] on a write transaction of a [`SqlStore`].
+struct LockedSqlAssignments {
+    transaction: Transaction,
+    cluster_id: Id,
+    facts: AssignmentFacts,
+}
+
+#[async_trait]
+impl LockedAssignments for LockedSqlAssignments {
+    fn facts(&self) -> &AssignmentFacts {
+        &self.facts
+    }
+
+    async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError> {
+        check_assignment_changes(&self.cluster_id, &self.facts.heads, changes)?;
+        for change in changes {
+            if !apply_change(&mut self.transaction, &self.cluster_id, change).await? {
+                return Err(StoreError::Unavailable("an assignment head moved under the cluster lock".into()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.commit().await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.rollback().await
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqlStore {
+    async fn open_session(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+        session_id: &Id,
+        controller: &ControllerReference,
+        opened_at: u64,
+    ) -> Result<Option<RuntimeSessionReference>, StoreError> {
+        let backend = self.pool.backend();
+        let mut transaction = self.pool.begin_write().await?;
+        let node = Statement::composed(format!(
+            "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2{}",
+            backend.lock_rows()
+        ))
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .fetch_optional(&mut transaction)
+        .await?;
+        let Some(node) = node.map(|row| rows::node(cluster_id, &row)).transpose()? else {
+            transaction.rollback().await?;
+            return Ok(None);
+        };
+        let highest = Statement::new(
+            "SELECT COALESCE(MAX(generation), 0) AS highest FROM runtime_sessions WHERE cluster_id = $1 AND node_id = $2",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .fetch_one(&mut transaction)
+        .await?;
+        let generation = rows::counter(&highest, "highest", "session generation")? + 1;
+        let runtime_namespace = node.node.runtime_namespace;
+        Statement::new(
+            "INSERT INTO runtime_sessions (cluster_id, node_id, generation, session_id, controller_kind, \
+               controller_id, runtime_namespace, opened_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .integer(counter_to_sql(generation, "session generation")?)
+        .text(session_id.as_str())
+        .text(controller.kind.as_str())
+        .text(controller.id.as_str())
+        .text(runtime_namespace.as_str())
+        .integer(counter_to_sql(opened_at, "session time")?)
+        .execute(&mut transaction)
+        .await?;
+        transaction.commit().await?;
+        Ok(Some(RuntimeSessionReference {
+            id: session_id.clone(),
+            generation,
+            controller: controller.clone(),
+            cluster_id: cluster_id.clone(),
+            node_id: node_id.clone(),
+            runtime_namespace,
+        }))
+    }
+
+    async fn current_session(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Option<RuntimeSessionReference>, StoreError> {
+        current_session_on(&mut self.pool.connection().await?, cluster_id, node_id).await
+    }
+
+    async fn assignment_facts(&self, cluster_id: &Id) -> Result<AssignmentFacts, StoreError> {
+        read_facts(&mut self.pool.connection().await?, self.pool.backend(), cluster_id, false).await
+    }
+
+    async fn lock_assignments(&self, cluster_id: &Id) -> Result<Box<dyn LockedAssignments>, StoreError> {
+        let mut transaction = self.pool.begin_write().await?;
+        let facts = read_facts(&mut transaction, self.pool.backend(), cluster_id, true).await?;
+        Ok(Box::new(LockedSqlAssignments { transaction, cluster_id: cluster_id.clone(), facts }))
+    }
+
+    async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Vec<StoredAssignment>, StoreError> {
+        Statement::composed(format!(
+            "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
+             JOIN runtime_assignments a \
+               ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
+             WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
+            self.pool.backend().bytewise()
+        ))
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .fetch_all(&mut self.pool.connection().await?)
+        .await?
+        .iter()
+        .map(rows::assignment)
+        .collect()
+    }
+
+    async fn get_assignment(
+        &self,
+        cluster_id: &Id,
+        assignment_id: &Id,
+        generation: u64,
+    ) -> Result<Option<StoredAssignment>, StoreError> {
+        Statement::new(
+            "SELECT a.record, a.signature, COALESCE(h.generation = a.generation AND h.active, FALSE) AS active \
+             FROM runtime_assignments a \
+             LEFT JOIN runtime_assignment_heads h ON h.cluster_id = a.cluster_id AND h.assignment_id = a.assignment_id \
+             WHERE a.cluster_id = $1 AND a.assignment_id = $2 AND a.generation = $3",
+        )
+        .text(cluster_id.as_str())
+        .text(assignment_id.as_str())
+        .integer(counter_to_sql(generation, "assignment generation")?)
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?
+        .map(|row| rows::assignment(&row))
+        .transpose()
+    }
+
+    async fn record_assignment_state(
+        &self,
+        cluster_id: &Id,
+        assignment_id: &Id,
+        generation: u64,
+        state: &str,
+        session: &RuntimeSessionReference,
+        reported_at: u64,
+    ) -> Result<(), StoreError> {
+        Statement::new(
+            "INSERT INTO runtime_assignment_states \
+               (cluster_id, assignment_id, generation, state, session_id, session_generation, reported_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (cluster_id, assignment_id, generation) DO UPDATE SET state = EXCLUDED.state, \
+               session_id = EXCLUDED.session_id, session_generation = EXCLUDED.session_generation, \
+               reported_at = EXCLUDED.reported_at",
+        )
+        .text(cluster_id.as_str())
+        .text(assignment_id.as_str())
+        .integer(counter_to_sql(generation, "assignment generation")?)
+        .text(state)
+        .text(session.id.as_str())
+        .integer(counter_to_sql(session.generation, "session generation")?)
+        .integer(counter_to_sql(reported_at, "report time")?)
+        .execute(&mut self.pool.connection().await?)
+        .await?;
+        Ok(())
+    }
+
+    async fn assignment_state(
+        &self,
+        cluster_id: &Id,
+        assignment_id: &Id,
+        generation: u64,
+    ) -> Result<Option<ReportedState>, StoreError> {
+        let row = Statement::new(
+            "SELECT state, session_id, session_generation, reported_at FROM runtime_assignment_states \
+             WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $3",
+        )
+        .text(cluster_id.as_str())
+        .text(assignment_id.as_str())
+        .integer(counter_to_sql(generation, "assignment generation")?)
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?;
+        Ok(row.map(|row| rows::reported_state(&row)).transpose()?.flatten())
+    }
+}
+
+/// The node's current session (the highest generation), if it ever opened one.
+pub(crate) async fn current_session_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    node_id: &NodeId,
+) -> Result<Option<RuntimeSessionReference>, StoreError> {
+    Statement::new(
+        "SELECT generation, session_id, controller_kind, controller_id, runtime_namespace FROM runtime_sessions \
+         WHERE cluster_id = $1 AND node_id = $2 ORDER BY generation DESC LIMIT 1",
+    )
+    .text(cluster_id.as_str())
+    .text(node_id.as_str())
+    .fetch_optional(on)
+    .await?
+    .map(|row| rows::session(cluster_id, node_id, &row))
+    .transpose()
 }

@@ -27,9 +27,14 @@ pub fn cases<'a>(vector: &'a Value, key: &str) -> Vec<(String, &'a Value)> {
         .collect()
 }
 /// Runs one async test body on both backends: `mod $name { fn postgres, fn sqlite }`, each a
-/// multi-threaded tokio test calling `$body(Backend::…)` (`Backend` must be in scope).
+/// multi-threaded tokio test calling `$body(Backend::…)` (`Backend` must be in scope). Every test
+/// that runs on both stores is written with it. `on_both_stores!(run => story_a, story_b)` is the
+/// same for each story, with the body `|backend| run(backend, story)`.
 #[allow(unused_macros)]
 macro_rules! on_both_stores {
+    ($runner:path => $($story:ident),+ $(,)?) => {
+        $( on_both_stores!($story, |backend| $runner(backend, $story)); )+
+    };
     ($name:ident, $body:expr) => {
         mod $name {
             use super::*;
@@ -47,6 +52,7 @@ macro_rules! on_both_stores {
     };
 }
 
+pub mod database;
 pub mod ingress;
 pub mod node_agent;
 pub mod service;

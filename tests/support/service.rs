@@ -1,5 +1,5 @@
-//! Test support for the service: throwaway databases on both backends and controllers served
-//! in-process on a real socket.
+//! Test support for the service: controllers served in-process on a real socket, each over a
+//! throwaway database of either backend (`database.rs`).
 
 use cloudly::api::Limits;
 use cloudly::client::Client;
@@ -9,92 +9,11 @@ use cloudly::domain::{Clock, Controller, ControllerSettings};
 use cloudly::keys::ControllerKeys;
 use cloudly::server::{RunningServer, spawn};
 use cloudly::store::{self, SharedStore};
+
+pub use super::database::{Backend, TestDatabase};
 use serde_json::{Value, json};
-use sqlx::Connection as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Which store a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// The PostgreSQL server tests create their databases on.
-pub fn pg_admin_url() -> String {
-    std::env::var("CLOUDLY_TEST_PG_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// A database that exists for one test and is dropped after it.
-pub struct TestDatabase {
-    pub url: String,
-    name: Option<String>,
-    dir: Option<std::path::PathBuf>,
-}
-
-impl TestDatabase {
-    /// A fresh, empty database of `backend`. A Postgres that cannot be reached fails the test.
-    pub async fn create(backend: Backend) -> TestDatabase {
-        let unique = uuid::Uuid::new_v4().simple().to_string();
-        match backend {
-            Backend::Sqlite => {
-                let dir = std::env::temp_dir().join(format!("cloudly-test-{unique}"));
-                std::fs::create_dir_all(&dir).unwrap();
-                TestDatabase {
-                    url: format!("sqlite://{}", dir.join("cloudly.db").display()),
-                    name: None,
-                    dir: Some(dir),
-                }
-            }
-            Backend::Postgres => {
-                let admin = pg_admin_url();
-                let name = format!("cloudly_t_{}", &unique[..20]);
-                let mut connection = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|error| {
-                    panic!("PostgreSQL is required for this test and does not answer ({error}); run scripts/test.sh")
-                });
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut connection)
-                    .await
-                    .expect("create the test database");
-                let base = admin.rsplit_once('/').map_or(admin.as_str(), |(base, _)| base).to_owned();
-                TestDatabase { url: format!("{base}/{name}"), name: Some(name), dir: None }
-            }
-        }
-    }
-
-    /// Drops the database (Postgres) or removes its directory (SQLite).
-    pub async fn drop_now(mut self) {
-        if let Some(name) = self.name.take() {
-            if let Ok(mut connection) = sqlx::PgConnection::connect(&pg_admin_url()).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut connection)
-                    .await;
-            }
-        }
-        if let Some(dir) = self.dir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Drop for TestDatabase {
-    /// A test that panicked (or forgot `drop_now`) still leaves no database behind.
-    fn drop(&mut self) {
-        if let Some(name) = self.name.take() {
-            let _ = std::process::Command::new("psql")
-                .arg(pg_admin_url())
-                .args(["-qc", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-        if let Some(dir) = self.dir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
 
 /// A clock the test moves.
 #[derive(Debug)]

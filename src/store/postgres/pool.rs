@@ -10,16 +10,15 @@
 //!   in this process since the connection was last handed out (a restarted server, a broken
 //!   socket: every connection is suspect then), or when it has been idle for longer than
 //!   [`IDLE_CHECK`]. A failing ping discards it and the pool connects a new one.
-//! * **A connection whose user was cancelled mid-transaction is closed, not returned.** sqlx's
-//!   `Transaction`, dropped unfinished, only queues its `ROLLBACK` in the connection's write buffer;
-//!   returned to this pool like that, the connection would keep the transaction — and its row
-//!   locks — until its next use, blocking every other process on those rows. [`PooledConnection`]
-//!   sees the unsent output when it is dropped and closes the socket instead, so the server aborts
-//!   the transaction at once. (sqlx's pool flushes it with its ping on return.)
-//! * A single statement cut off mid-answer (no transaction) is drained by sqlx before the
+//! * **A connection dropped inside a transaction is closed, not returned.** The store's
+//!   transactions are [`PooledConnection::begin`] … [`PooledConnection::commit`] (or `rollback`)
+//!   on the connection itself; from the moment `BEGIN` is sent until `COMMIT` or `ROLLBACK` has
+//!   answered, dropping the connection — a request cancelled while it waits for a row lock, an
+//!   error returned with `?` — closes its socket, so the server aborts the transaction and frees
+//!   its locks at once instead of holding them until the connection's next use.
+//! * A connection with unsent output (sqlx queued a message of a cancelled statement) is closed
+//!   too. A single statement cut off mid-answer (no transaction) is drained by sqlx before the
 //!   connection's next statement; if that statement failed, the next user sees its error once.
-//!   A `BEGIN` cancelled before its answer arrived is not visible to sqlx either; no store path
-//!   pipelines anything with its `BEGIN`, so that window is one server round trip.
 
 use super::super::StoreError;
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
@@ -33,9 +32,38 @@ use std::time::{Duration, Instant};
 pub const IDLE_CHECK: Duration = Duration::from_secs(30);
 
 /// A checked-out connection; derefs to [`PgConnection`]. Dropped, it returns to the pool — or is
-/// closed when it still has output to send (see the module docs).
+/// closed when it is inside a transaction or still has output to send (see the module docs).
 pub struct PooledConnection {
     object: Option<managed::Object<Manager>>,
+    /// True from the moment a `BEGIN` is sent until its `COMMIT` or `ROLLBACK` has answered.
+    in_transaction: bool,
+}
+
+impl PooledConnection {
+    /// Sends `statement` (a `BEGIN …`, in one round trip). Until [`PooledConnection::commit`] or
+    /// [`PooledConnection::rollback`] answers, a drop closes the connection.
+    pub async fn begin(&mut self, statement: &'static str) -> Result<(), sqlx::Error> {
+        self.in_transaction = true;
+        sqlx::raw_sql(statement).execute(&mut **self).await?;
+        Ok(())
+    }
+
+    /// Commits the transaction [`PooledConnection::begin`] opened.
+    pub async fn commit(&mut self) -> Result<(), sqlx::Error> {
+        self.finish("COMMIT").await
+    }
+
+    /// Rolls back the transaction [`PooledConnection::begin`] opened.
+    pub async fn rollback(&mut self) -> Result<(), sqlx::Error> {
+        self.finish("ROLLBACK").await
+    }
+
+    /// Ends the transaction; the connection may return to the pool once the answer arrived.
+    async fn finish(&mut self, statement: &'static str) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(statement).execute(&mut **self).await?;
+        self.in_transaction = false;
+        Ok(())
+    }
 }
 
 impl std::ops::Deref for PooledConnection {
@@ -55,11 +83,11 @@ impl std::ops::DerefMut for PooledConnection {
 impl Drop for PooledConnection {
     fn drop(&mut self) {
         if let Some(object) = self.object.take()
-            && object.should_flush()
+            && (self.in_transaction || object.should_flush())
         {
             // Out of the pool and dropped: the socket closes, the server rolls back.
             drop(managed::Object::take(object));
-            tracing::info!("closed a PostgreSQL connection left mid-transaction by a cancelled request");
+            tracing::info!("closed a PostgreSQL connection left mid-transaction");
         }
     }
 }
@@ -150,7 +178,7 @@ impl Pool {
             };
             StoreError::Unavailable(reason)
         })?;
-        Ok(PooledConnection { object: Some(object) })
+        Ok(PooledConnection { object: Some(object), in_transaction: false })
     }
 
     /// Closes the pool: idle connections are closed politely (`Terminate`), connections in use

@@ -1,0 +1,532 @@
+//! The inventory (`07-inventory.md`): organizations, clusters, nodes and service runtime specs,
+//! each written by compare-and-swap on its revision.
+//!
+//! Every write that judges against a cluster's state runs in a write transaction that first
+//! locks the cluster ([`lock_cluster`]): on PostgreSQL the row (`SELECT … FOR UPDATE`; under READ
+//! COMMITTED every later statement of the transaction sees what the previous lock holder
+//! committed), on SQLite the whole database (`BEGIN IMMEDIATE`). Two controllers sharing one
+//! database serialize there. **Every write of a fact the designation judge reads bumps the
+//! cluster's `facts_version`** (`put_cluster`, `put_service_spec`, `delete_service`; the
+//! designation write itself in `designations.rs`), which guards the optimistic designation write.
+
+use super::sql::{HoldsConnection, Statement, Transaction};
+use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
+use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
+use crate::contract::{Id, NodeId};
+use crate::store::codec::{ClusterColumns, counter_to_sql, record_text};
+use crate::store::dialect::Backend;
+use async_trait::async_trait;
+
+/// An organization with its revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOrganization {
+    /// The record.
+    pub organization: Organization,
+    /// Counts up from 1 with every write.
+    pub revision: u64,
+}
+
+/// A cluster with its revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCluster {
+    /// The record.
+    pub cluster: ClusterSpec,
+    /// Counts up from 1 with every write.
+    pub revision: u64,
+}
+
+/// A node of a cluster. The bearer is kept only as its SHA-256 hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredNode {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The record.
+    pub node: NodeSpec,
+    /// SHA-256 of the node's bearer.
+    pub bearer_hash: [u8; 32],
+    /// Counts up from 1 with every write.
+    pub revision: u64,
+}
+
+/// Persistence of the inventory.
+#[async_trait]
+pub trait InventoryStore: Send + Sync {
+    /// Creates or replaces an organization.
+    async fn put_organization(&self, organization: &Organization) -> Result<StoredOrganization, StoreError>;
+
+    /// One organization.
+    async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError>;
+
+    /// Creates (`expected_revision = None`) or replaces a cluster by compare-and-swap.
+    async fn put_cluster(
+        &self,
+        cluster: &ClusterSpec,
+        expected_revision: Option<u64>,
+    ) -> Result<PutOutcome<StoredCluster>, StoreError>;
+
+    /// One cluster.
+    async fn get_cluster(&self, id: &Id) -> Result<Option<StoredCluster>, StoreError>;
+
+    /// Every cluster, sorted by id (bytewise).
+    async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError>;
+
+    /// Creates or updates a node. `new_bearer_hash` replaces the bearer hash; it is required
+    /// when the node does not exist yet. Answers the node and whether it was created.
+    /// `Missing(Cluster)` when the cluster does not exist; creating a node without a bearer hash
+    /// is a programming error, answered as [`StoreError::Corrupt`] with nothing written.
+    async fn put_node(
+        &self,
+        cluster_id: &Id,
+        node: &NodeSpec,
+        new_bearer_hash: Option<[u8; 32]>,
+    ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError>;
+
+    /// One node.
+    async fn get_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredNode>, StoreError>;
+
+    /// The nodes of a cluster, sorted by id (bytewise).
+    async fn list_nodes(&self, cluster_id: &Id) -> Result<Vec<StoredNode>, StoreError>;
+
+    /// Writes a new revision of a service spec by compare-and-swap on the current revision
+    /// (`None` to create). Every revision stays readable.
+    ///
+    /// `Missing(Cluster)` when `body.cluster_id` does not exist. Creating answers revision 1, or
+    /// continues the numbering of a deleted service; it is a `RevisionConflict` with the current
+    /// revision when the service exists. Replacing a service that does not exist (or is deleted)
+    /// is a `RevisionConflict { current: None }`.
+    async fn put_service_spec(
+        &self,
+        body: &ServiceSpecBody,
+        expected_revision: Option<u64>,
+    ) -> Result<PutOutcome<ServiceRuntimeSpec>, StoreError>;
+
+    /// The current spec of a service (`revision = None`; `None` when the service is deleted) or
+    /// that revision (also of a deleted service).
+    async fn get_service_spec(
+        &self,
+        cluster_id: &Id,
+        service_id: &Id,
+        revision: Option<u64>,
+    ) -> Result<Option<ServiceRuntimeSpec>, StoreError>;
+
+    /// Deletes a service by compare-and-swap on its current revision. `Missing(Cluster)` or
+    /// `Missing(Service)` (also for a deleted service); `RevisionConflict` with the current one.
+    async fn delete_service(
+        &self,
+        cluster_id: &Id,
+        service_id: &Id,
+        expected_revision: u64,
+    ) -> Result<PutOutcome<()>, StoreError>;
+}
+
+/// Inside a write transaction: reads the cluster and holds it against other writers for the rest
+/// of the transaction ([`Backend::lock_rows`]); answers the cluster if it exists.
+pub(crate) async fn lock_cluster(
+    transaction: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<Option<StoredCluster>, StoreError> {
+    Statement::composed(format!("SELECT record, revision FROM clusters WHERE id = $1{}", backend.lock_rows()))
+        .text(cluster_id.as_str())
+        .fetch_optional(transaction)
+        .await?
+        .map(|row| rows::cluster(&row))
+        .transpose()
+}
+
+impl SqlStore {
+    /// A write transaction holding the cluster's lock ([`lock_cluster`]); `None`, with the
+    /// transaction rolled back, when the cluster does not exist.
+    pub(crate) async fn lock_existing_cluster(&self, cluster_id: &Id) -> Result<Option<Transaction>, StoreError> {
+        let mut transaction = self.pool.begin_write().await?;
+        if lock_cluster(&mut transaction, self.pool.backend(), cluster_id).await?.is_none() {
+            transaction.rollback().await?;
+            return Ok(None);
+        }
+        Ok(Some(transaction))
+    }
+}
+
+/// The nodes of a cluster, sorted by id (bytewise).
+pub(crate) async fn cluster_nodes(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<Vec<StoredNode>, StoreError> {
+    Statement::composed(format!(
+        "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 ORDER BY node_id{}",
+        backend.bytewise()
+    ))
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(|row| rows::node(cluster_id, row))
+    .collect()
+}
+
+/// The head of a service: its current revision and whether it is deleted.
+async fn service_head(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    service_id: &Id,
+) -> Result<Option<(u64, bool)>, StoreError> {
+    Statement::new("SELECT current_revision, deleted FROM services WHERE cluster_id = $1 AND service_id = $2")
+        .text(cluster_id.as_str())
+        .text(service_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| rows::service_head(&row))
+        .transpose()
+}
+
+/// Counts a write of a fact the designation judge reads (see the module docs).
+async fn bump_facts_version(transaction: &mut impl HoldsConnection, cluster_id: &Id) -> Result<(), StoreError> {
+    Statement::new("UPDATE clusters SET facts_version = facts_version + 1 WHERE id = $1")
+        .text(cluster_id.as_str())
+        .execute(transaction)
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl InventoryStore for SqlStore {
+    async fn put_organization(&self, organization: &Organization) -> Result<StoredOrganization, StoreError> {
+        // One statement, atomic on its own (on SQLite a writing statement takes the write lock
+        // before it reads).
+        let row = Statement::new(
+            "INSERT INTO organizations (id, record, revision) VALUES ($1, $2, 1) \
+             ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, revision = organizations.revision + 1 \
+             RETURNING record, revision",
+        )
+        .text(organization.id.as_str())
+        .text(&record_text(organization, "organization")?)
+        .fetch_one(&mut self.pool.connection().await?)
+        .await?;
+        rows::organization(&row)
+    }
+
+    async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError> {
+        Statement::new("SELECT record, revision FROM organizations WHERE id = $1")
+            .text(id.as_str())
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::organization(&row))
+            .transpose()
+    }
+
+    async fn put_cluster(
+        &self,
+        cluster: &ClusterSpec,
+        expected_revision: Option<u64>,
+    ) -> Result<PutOutcome<StoredCluster>, StoreError> {
+        let columns = ClusterColumns::of(cluster)?;
+        let backend = self.pool.backend();
+        let mut transaction = self.pool.begin_write().await?;
+        let organization_exists = Statement::new("SELECT 1 AS present FROM organizations WHERE id = $1")
+            .text(cluster.organization_id.as_str())
+            .fetch_optional(&mut transaction)
+            .await?
+            .is_some();
+        if !organization_exists {
+            transaction.rollback().await?;
+            return Ok(PutOutcome::Missing(MissingKind::Organization));
+        }
+        let current = lock_cluster(&mut transaction, backend, &cluster.id).await?.map(|stored| stored.revision);
+        let revision = match (current, expected_revision) {
+            (None, None) => {
+                let inserted = Statement::new(
+                    "INSERT INTO clusters (id, organization_id, record, revision, runtime_phase, runtime_generation, \
+                       relay_origin, fleet_designation_id, fleet_designation_generation, fleet_designation_digest) \
+                     VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+                )
+                .text(cluster.id.as_str())
+                .text(&columns.organization_id)
+                .text(&columns.record)
+                .text(columns.runtime_phase)
+                .integer(columns.runtime_generation)
+                .optional_text(columns.relay_origin.as_deref())
+                .optional_text(columns.fleet_id.as_deref())
+                .optional_integer(columns.fleet_generation)
+                .optional_text(columns.fleet_digest.as_deref())
+                .execute(&mut transaction)
+                .await?;
+                if inserted != 1 {
+                    // Another transaction created it after our lock found nothing to lock (on
+                    // SQLite, which holds the write lock, this cannot happen; it is answered as a
+                    // conflict all the same).
+                    let current =
+                        lock_cluster(&mut transaction, backend, &cluster.id).await?.map(|stored| stored.revision);
+                    transaction.rollback().await?;
+                    return Ok(PutOutcome::RevisionConflict { current });
+                }
+                1
+            }
+            (Some(current), Some(expected)) if current == expected => {
+                if cluster.fleet_cutover_ingress_designation.is_some() {
+                    let holds_pallet_designation = Statement::new(
+                        "SELECT 1 AS present FROM clusters WHERE id = $1 AND designation_generation IS NOT NULL",
+                    )
+                    .text(cluster.id.as_str())
+                    .fetch_optional(&mut transaction)
+                    .await?
+                    .is_some();
+                    if holds_pallet_designation {
+                        transaction.rollback().await?;
+                        return Ok(PutOutcome::DesignationKindConflict);
+                    }
+                }
+                let next = current + 1;
+                let updated = Statement::new(
+                    "UPDATE clusters SET organization_id = $2, record = $3, revision = $4, runtime_phase = $5, \
+                       runtime_generation = $6, relay_origin = $7, fleet_designation_id = $8, \
+                       fleet_designation_generation = $9, fleet_designation_digest = $10, \
+                       facts_version = facts_version + 1 \
+                     WHERE id = $1 AND revision = $11",
+                )
+                .text(cluster.id.as_str())
+                .text(&columns.organization_id)
+                .text(&columns.record)
+                .integer(counter_to_sql(next, "cluster revision")?)
+                .text(columns.runtime_phase)
+                .integer(columns.runtime_generation)
+                .optional_text(columns.relay_origin.as_deref())
+                .optional_text(columns.fleet_id.as_deref())
+                .optional_integer(columns.fleet_generation)
+                .optional_text(columns.fleet_digest.as_deref())
+                .integer(counter_to_sql(current, "cluster revision")?)
+                .execute(&mut transaction)
+                .await?;
+                if updated != 1 {
+                    transaction.rollback().await?;
+                    return Err(StoreError::Unavailable("the locked cluster row changed under its lock".into()));
+                }
+                next
+            }
+            (current, _) => {
+                transaction.rollback().await?;
+                return Ok(PutOutcome::RevisionConflict { current });
+            }
+        };
+        transaction.commit().await?;
+        Ok(PutOutcome::Written(StoredCluster { cluster: cluster.clone(), revision }))
+    }
+
+    async fn get_cluster(&self, id: &Id) -> Result<Option<StoredCluster>, StoreError> {
+        Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
+            .text(id.as_str())
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::cluster(&row))
+            .transpose()
+    }
+
+    async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
+        Statement::composed(format!(
+            "SELECT record, revision FROM clusters ORDER BY id{}",
+            self.pool.backend().bytewise()
+        ))
+        .fetch_all(&mut self.pool.connection().await?)
+        .await?
+        .iter()
+        .map(rows::cluster)
+        .collect()
+    }
+
+    async fn put_node(
+        &self,
+        cluster_id: &Id,
+        node: &NodeSpec,
+        new_bearer_hash: Option<[u8; 32]>,
+    ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError> {
+        let record = record_text(node, "node")?;
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let existing =
+            Statement::new("SELECT bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2")
+                .text(cluster_id.as_str())
+                .text(node.id.as_str())
+                .fetch_optional(&mut transaction)
+                .await?;
+        let (bearer_hash, revision, created) = match existing {
+            None => {
+                let Some(bearer_hash) = new_bearer_hash else {
+                    transaction.rollback().await?;
+                    return Err(StoreError::Corrupt("node bearer hash required to create a node".into()));
+                };
+                Statement::new(
+                    "INSERT INTO cluster_nodes (cluster_id, node_id, record, bearer_hash, revision) \
+                     VALUES ($1, $2, $3, $4, 1)",
+                )
+                .text(cluster_id.as_str())
+                .text(node.id.as_str())
+                .text(&record)
+                .bytes(&bearer_hash)
+                .execute(&mut transaction)
+                .await?;
+                (bearer_hash, 1, true)
+            }
+            Some(row) => {
+                let (current_hash, current_revision) = rows::node_credential(&row)?;
+                let bearer_hash = new_bearer_hash.unwrap_or(current_hash);
+                let revision = current_revision + 1;
+                Statement::new(
+                    "UPDATE cluster_nodes SET record = $3, bearer_hash = $4, revision = $5 \
+                     WHERE cluster_id = $1 AND node_id = $2",
+                )
+                .text(cluster_id.as_str())
+                .text(node.id.as_str())
+                .text(&record)
+                .bytes(&bearer_hash)
+                .integer(counter_to_sql(revision, "node revision")?)
+                .execute(&mut transaction)
+                .await?;
+                (bearer_hash, revision, false)
+            }
+        };
+        transaction.commit().await?;
+        let stored = StoredNode { cluster_id: cluster_id.clone(), node: node.clone(), bearer_hash, revision };
+        Ok(PutOutcome::Written((stored, created)))
+    }
+
+    async fn get_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredNode>, StoreError> {
+        Statement::new("SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2")
+            .text(cluster_id.as_str())
+            .text(node_id.as_str())
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::node(cluster_id, &row))
+            .transpose()
+    }
+
+    async fn list_nodes(&self, cluster_id: &Id) -> Result<Vec<StoredNode>, StoreError> {
+        cluster_nodes(&mut self.pool.connection().await?, self.pool.backend(), cluster_id).await
+    }
+
+    async fn put_service_spec(
+        &self,
+        body: &ServiceSpecBody,
+        expected_revision: Option<u64>,
+    ) -> Result<PutOutcome<ServiceRuntimeSpec>, StoreError> {
+        let text = record_text(body, "service spec")?;
+        let (cluster_id, service_id) = (&body.cluster_id, &body.service_id);
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let head = service_head(&mut transaction, cluster_id, service_id).await?;
+        let revision = match (head, expected_revision) {
+            (None, None) => {
+                Statement::new(
+                    "INSERT INTO services (cluster_id, service_id, current_revision, deleted) VALUES ($1, $2, 1, FALSE)",
+                )
+                .text(cluster_id.as_str())
+                .text(service_id.as_str())
+                .execute(&mut transaction)
+                .await?;
+                1
+            }
+            (Some((current, deleted)), expected)
+                if (deleted && expected.is_none()) || (!deleted && expected == Some(current)) =>
+            {
+                let next = current + 1;
+                let updated = Statement::new(
+                    "UPDATE services SET current_revision = $3, deleted = FALSE \
+                     WHERE cluster_id = $1 AND service_id = $2 AND current_revision = $4",
+                )
+                .text(cluster_id.as_str())
+                .text(service_id.as_str())
+                .integer(counter_to_sql(next, "service revision")?)
+                .integer(counter_to_sql(current, "service revision")?)
+                .execute(&mut transaction)
+                .await?;
+                if updated != 1 {
+                    transaction.rollback().await?;
+                    return Err(StoreError::Unavailable("the service head changed under the cluster lock".into()));
+                }
+                next
+            }
+            (head, _) => {
+                transaction.rollback().await?;
+                let current = head.and_then(|(current, deleted)| (!deleted).then_some(current));
+                return Ok(PutOutcome::RevisionConflict { current });
+            }
+        };
+        Statement::new(
+            "INSERT INTO service_spec_revisions (cluster_id, service_id, revision, body) VALUES ($1, $2, $3, $4)",
+        )
+        .text(cluster_id.as_str())
+        .text(service_id.as_str())
+        .integer(counter_to_sql(revision, "service revision")?)
+        .text(&text)
+        .execute(&mut transaction)
+        .await?;
+        bump_facts_version(&mut transaction, cluster_id).await?;
+        transaction.commit().await?;
+        Ok(PutOutcome::Written(ServiceRuntimeSpec { body: body.clone(), revision }))
+    }
+
+    async fn get_service_spec(
+        &self,
+        cluster_id: &Id,
+        service_id: &Id,
+        revision: Option<u64>,
+    ) -> Result<Option<ServiceRuntimeSpec>, StoreError> {
+        let statement = match revision {
+            None => Statement::new(
+                "SELECT r.body, r.revision FROM services s \
+                 JOIN service_spec_revisions r \
+                   ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
+                 WHERE s.cluster_id = $1 AND s.service_id = $2 AND NOT s.deleted",
+            )
+            .text(cluster_id.as_str())
+            .text(service_id.as_str()),
+            // Every revision stays readable, also of a deleted service.
+            Some(revision) => Statement::new(
+                "SELECT body, revision FROM service_spec_revisions \
+                 WHERE cluster_id = $1 AND service_id = $2 AND revision = $3",
+            )
+            .text(cluster_id.as_str())
+            .text(service_id.as_str())
+            .integer(counter_to_sql(revision, "service revision")?),
+        };
+        statement
+            .fetch_optional(&mut self.pool.connection().await?)
+            .await?
+            .map(|row| rows::service_spec(&row))
+            .transpose()
+    }
+
+    async fn delete_service(
+        &self,
+        cluster_id: &Id,
+        service_id: &Id,
+        expected_revision: u64,
+    ) -> Result<PutOutcome<()>, StoreError> {
+        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+            return Ok(PutOutcome::Missing(MissingKind::Cluster));
+        };
+        let outcome = match service_head(&mut transaction, cluster_id, service_id).await? {
+            None | Some((_, true)) => PutOutcome::Missing(MissingKind::Service),
+            Some((current, false)) if current != expected_revision => {
+                PutOutcome::RevisionConflict { current: Some(current) }
+            }
+            Some((current, false)) => {
+                Statement::new(
+                    "UPDATE services SET deleted = TRUE \
+                     WHERE cluster_id = $1 AND service_id = $2 AND current_revision = $3 AND NOT deleted",
+                )
+                .text(cluster_id.as_str())
+                .text(service_id.as_str())
+                .integer(counter_to_sql(current, "service revision")?)
+                .execute(&mut transaction)
+                .await?;
+                bump_facts_version(&mut transaction, cluster_id).await?;
+                transaction.commit().await?;
+                return Ok(PutOutcome::Written(()));
+            }
+        };
+        transaction.rollback().await?;
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,338 @@
+//! Every row reader of the store, written once for both backends against [`Row`]. A reader names
+//! the columns it reads; a statement that feeds it selects them under those names. Records go
+//! through their contract readers (`codec.rs`), so a row that does not read back is
+//! [`StoreError::Corrupt`].
+
+use super::StoreError;
+use super::codec::{
+    counter_from_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,
+};
+use super::designations::{DesignationSnapshot, RecordedMutation, SealedSecret};
+use super::inventory::{StoredCluster, StoredNode, StoredOrganization};
+use super::migrations::AppliedMigration;
+use super::registrations::{
+    IngressRegistration, RegistrationFacts, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
+};
+use super::relays::{IngressRoute, RelayConnectionState, StoredRelayConnection, StoredRelayCredential};
+use super::sessions::{ReportedState, StoredAssignment};
+use super::sql::Row;
+use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
+use crate::contract::designation::ClusterIngressDesignation;
+use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
+use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
+use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol, Sha256Digest};
+
+impl Row {
+    /// A `TEXT` column holding an [`Id`].
+    fn id(&self, column: &str, what: &str) -> Result<Id, StoreError> {
+        Id::parse(&self.text(column)?).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not an Id")))
+    }
+
+    /// A `TEXT` column holding a [`NodeId`].
+    fn node_id(&self, column: &str, what: &str) -> Result<NodeId, StoreError> {
+        NodeId::parse(&self.text(column)?).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not a NodeId")))
+    }
+
+    /// A `TEXT` column holding a `sha256:…` digest.
+    fn digest(&self, column: &str, what: &str) -> Result<Sha256Digest, StoreError> {
+        Sha256Digest::parse(&self.text(column)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not a digest")))
+    }
+
+    /// An integer column holding a counter (0 to 2^53 − 1).
+    fn counter(&self, column: &str, what: &str) -> Result<u64, StoreError> {
+        counter_from_sql(self.integer(column)?, what)
+    }
+
+    /// A column holding a 32-byte hash.
+    fn hash(&self, column: &str, what: &str) -> Result<[u8; 32], StoreError> {
+        hash_from_sql(self.bytes(column)?, what)
+    }
+}
+
+/// An organization: `record`, `revision`.
+pub(crate) fn organization(row: &Row) -> Result<StoredOrganization, StoreError> {
+    Ok(StoredOrganization {
+        organization: read_organization(&row.text("record")?)?,
+        revision: row.counter("revision", "organization revision")?,
+    })
+}
+
+/// A cluster: `record`, `revision`.
+pub(crate) fn cluster(row: &Row) -> Result<StoredCluster, StoreError> {
+    Ok(StoredCluster {
+        cluster: read_cluster(&row.text("record")?)?,
+        revision: row.counter("revision", "cluster revision")?,
+    })
+}
+
+/// A node of `cluster_id`: `record`, `bearer_hash`, `revision`.
+pub(crate) fn node(cluster_id: &Id, row: &Row) -> Result<StoredNode, StoreError> {
+    Ok(StoredNode {
+        cluster_id: cluster_id.clone(),
+        node: read_node(&row.text("record")?)?,
+        bearer_hash: row.hash("bearer_hash", "node bearer hash")?,
+        revision: row.counter("revision", "node revision")?,
+    })
+}
+
+/// A node's bearer hash and revision: `bearer_hash`, `revision`.
+pub(crate) fn node_credential(row: &Row) -> Result<([u8; 32], u64), StoreError> {
+    Ok((row.hash("bearer_hash", "node bearer hash")?, row.counter("revision", "node revision")?))
+}
+
+/// The head of a service: `current_revision`, `deleted`.
+pub(crate) fn service_head(row: &Row) -> Result<(u64, bool), StoreError> {
+    Ok((row.counter("current_revision", "service revision")?, row.boolean("deleted")?))
+}
+
+/// A service spec: `body`, `revision`.
+pub(crate) fn service_spec(row: &Row) -> Result<ServiceRuntimeSpec, StoreError> {
+    read_service_spec(&row.text("body")?, row.integer("revision")?)
+}
+
+/// A designation in column `column`.
+pub(crate) fn designation(row: &Row, column: &str) -> Result<ClusterIngressDesignation, StoreError> {
+    read_designation(&row.text(column)?)
+}
+
+/// A designation in the nullable column `column`.
+pub(crate) fn optional_designation(row: &Row, column: &str) -> Result<Option<ClusterIngressDesignation>, StoreError> {
+    row.optional_text(column)?.map(|text| read_designation(&text)).transpose()
+}
+
+/// The facts of a designation (see `designations.rs`, `DESIGNATION_FACTS_SQL`): `record` and
+/// `revision` of the cluster (NULL: no such cluster), `facts_version`, `recorded`, `spec_body`
+/// and `spec_revision` (NULL: no such service), `designation` (NULL: none).
+pub(crate) fn designation_snapshot(
+    cluster_id: &Id,
+    service_id: &Id,
+    mutation_id: &Id,
+    row: &Row,
+) -> Result<DesignationSnapshot, StoreError> {
+    let mut snapshot = DesignationSnapshot {
+        cluster_id: cluster_id.clone(),
+        service_id: service_id.clone(),
+        mutation_id: mutation_id.clone(),
+        cluster: None,
+        service: None,
+        current: None,
+        mutation_recorded: false,
+        facts_version: 0,
+    };
+    if row.optional_text("record")?.is_none() {
+        return Ok(snapshot);
+    }
+    snapshot.cluster = Some(cluster(row)?);
+    snapshot.service = match (row.optional_text("spec_body")?, row.optional_integer("spec_revision")?) {
+        (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
+        _ => None,
+    };
+    snapshot.current = optional_designation(row, "designation")?;
+    snapshot.mutation_recorded = row.boolean("recorded")?;
+    snapshot.facts_version = row.integer("facts_version")?;
+    Ok(snapshot)
+}
+
+/// A recorded designation mutation: `request_canonical`, `record`, and the spec it was prepared
+/// against, `body` and `revision` (NULL when that revision is missing, which is corrupt).
+pub(crate) fn recorded_mutation(row: &Row) -> Result<RecordedMutation, StoreError> {
+    let (Some(body), Some(revision)) = (row.optional_text("body")?, row.optional_integer("revision")?) else {
+        return Err(StoreError::Corrupt("a recorded designation names a missing spec revision".into()));
+    };
+    Ok(RecordedMutation {
+        request_canonical: row.text("request_canonical")?,
+        designation: designation(row, "record")?,
+        spec: read_service_spec(&body, revision)?,
+    })
+}
+
+/// A sealed secret version: `nonce`, `ciphertext`, `value_hash`.
+pub(crate) fn sealed_secret(secret_id: &Id, secret_version_id: &Id, row: &Row) -> Result<SealedSecret, StoreError> {
+    Ok(SealedSecret {
+        secret_id: secret_id.clone(),
+        secret_version_id: secret_version_id.clone(),
+        nonce: row.bytes("nonce")?,
+        ciphertext: row.bytes("ciphertext")?,
+        value_hash: row.hash("value_hash", "secret value hash")?,
+    })
+}
+
+/// The SHA-256 of a secret version's value: `value_hash`.
+pub(crate) fn secret_hash(row: &Row) -> Result<[u8; 32], StoreError> {
+    row.hash("value_hash", "secret value hash")
+}
+
+/// A relay credential: `bearer_hash`, `generation`.
+pub(crate) fn relay_credential(cluster_id: &Id, relay_id: &Id, row: &Row) -> Result<StoredRelayCredential, StoreError> {
+    Ok(StoredRelayCredential {
+        cluster_id: cluster_id.clone(),
+        relay_id: relay_id.clone(),
+        bearer_hash: row.hash("bearer_hash", "relay bearer hash")?,
+        generation: row.counter("generation", "relay credential generation")?,
+    })
+}
+
+/// A relay connection: `id`, `cluster_id`, `relay_id`, `epoch`, `last_seen_at`.
+pub(crate) fn relay_connection(row: &Row) -> Result<StoredRelayConnection, StoreError> {
+    Ok(StoredRelayConnection {
+        id: row.id("id", "relay connection id")?,
+        cluster_id: row.id("cluster_id", "relay connection cluster id")?,
+        relay_id: row.id("relay_id", "relay connection relay id")?,
+        epoch: row.counter("epoch", "relay connection epoch")?,
+        last_seen_ms: row.counter("last_seen_at", "relay connection last seen")?,
+    })
+}
+
+/// A relay connection with its cluster's highest epoch (`highest_epoch`).
+pub(crate) fn relay_connection_state(row: &Row) -> Result<RelayConnectionState, StoreError> {
+    Ok(RelayConnectionState {
+        connection: relay_connection(row)?,
+        highest_epoch: row.counter("highest_epoch", "relay connection epoch")?,
+    })
+}
+
+/// A route of a route table: `hostname`, `service_id`, `protocol`, `port`.
+pub(crate) fn route(row: &Row) -> Result<IngressRoute, StoreError> {
+    Ok(IngressRoute {
+        hostname: row.text("hostname")?,
+        service_id: row.id("service_id", "route service id")?,
+        protocol: Protocol::parse(&row.text("protocol")?)
+            .ok_or_else(|| StoreError::Corrupt("stored route protocol is not tcp or udp".into()))?,
+        port: u16::try_from(row.integer("port")?)
+            .ok()
+            .filter(|port| *port >= 1)
+            .ok_or_else(|| StoreError::Corrupt("stored route port is not a port".into()))?,
+    })
+}
+
+/// A node session of `node_id`: `session_id`, `generation`, `controller_kind`, `controller_id`,
+/// `runtime_namespace`.
+pub(crate) fn session(cluster_id: &Id, node_id: &NodeId, row: &Row) -> Result<RuntimeSessionReference, StoreError> {
+    let kind = ControllerKind::parse(&row.text("controller_kind")?)
+        .ok_or_else(|| StoreError::Corrupt("stored session controller kind is unknown".into()))?;
+    Ok(RuntimeSessionReference {
+        id: row.id("session_id", "session id")?,
+        generation: row.counter("generation", "session generation")?,
+        controller: ControllerReference { kind, id: row.id("controller_id", "controller id")? },
+        cluster_id: cluster_id.clone(),
+        node_id: node_id.clone(),
+        runtime_namespace: row.id("runtime_namespace", "runtime namespace")?,
+    })
+}
+
+/// A signed assignment generation: `record` (the payload, read through the contract's snapshot
+/// with its digest checked) and `signature` (the signature block).
+pub(crate) fn signed_assignment(row: &Row) -> Result<Signed<RuntimeAssignment>, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("stored runtime assignment {what}"));
+    let value = crate::contract::json::parse_record_text(&row.text("record")?)
+        .map_err(|_| corrupt("breaks the raw-text rules"))?;
+    let payload = snapshot_runtime_assignment(&value).map_err(|_| corrupt("does not read back"))?;
+    if payload.compute_digest() != payload.digest {
+        return Err(corrupt("digest does not match"));
+    }
+    let block: serde_json::Value =
+        serde_json::from_str(&row.text("signature")?).map_err(|_| corrupt("signature is not JSON"))?;
+    let text = |key: &str| block.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
+    let (Some(key_id), Some(ALGORITHM), Some(value)) = (text("keyId"), text("algorithm").as_deref(), text("value"))
+    else {
+        return Err(corrupt("signature does not read back"));
+    };
+    Ok(Signed { payload, signature: SignatureBlock { key_id, algorithm: ALGORITHM, value } })
+}
+
+/// A stored assignment generation: [`signed_assignment`]'s columns and `active`.
+pub(crate) fn assignment(row: &Row) -> Result<StoredAssignment, StoreError> {
+    Ok(StoredAssignment { signed: signed_assignment(row)?, active: row.boolean("active")? })
+}
+
+/// The latest reported state of an assignment generation: `state`, `session_id`,
+/// `session_generation`, `reported_at` (all NULL when none was reported).
+pub(crate) fn reported_state(row: &Row) -> Result<Option<ReportedState>, StoreError> {
+    let Some(state) = row.optional_text("state")? else { return Ok(None) };
+    Ok(Some(ReportedState {
+        state,
+        session_id: row.id("session_id", "state session id")?,
+        session_generation: row.counter("session_generation", "session generation")?,
+        reported_at: row.counter("reported_at", "report time")?,
+    }))
+}
+
+/// A recorded ingress registration: the columns of `ingress_registrations`.
+pub(crate) fn registration(row: &Row) -> Result<StoredIngressRegistration, StoreError> {
+    let id = |column: &str| row.id(column, &format!("registration {column}"));
+    let counter = |column: &str| row.counter(column, column);
+    let reference = |prefix: &str| -> Result<AuthorityReference, StoreError> {
+        Ok(AuthorityReference {
+            id: id(&format!("{prefix}_id"))?,
+            generation: counter(&format!("{prefix}_generation"))?,
+            digest: row.digest(&format!("{prefix}_digest"), &format!("registration {prefix}_digest"))?,
+        })
+    };
+    let capabilities = match row.optional_text("capabilities")? {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str::<Vec<String>>(&text)
+                .map_err(|_| StoreError::Corrupt("stored registration capabilities do not read back".into()))?,
+        ),
+    };
+    Ok(StoredIngressRegistration {
+        sequence: counter("sequence")?,
+        registration: IngressRegistration {
+            id: id("registration_id")?,
+            cluster_id: id("cluster_id")?,
+            node_id: row.node_id("node_id", "registration node_id")?,
+            version: row.text("version")?,
+            capabilities,
+            protocol_version: counter("protocol_version")?,
+            relay: RelayConnectionReference {
+                id: id("relay_connection_id")?,
+                relay_id: id("relay_id")?,
+                epoch: counter("relay_epoch")?,
+            },
+            designation: reference("designation")?,
+            assignment: reference("assignment")?,
+            session: SessionGeneration { id: id("session_id")?, generation: counter("session_generation")? },
+            registered_at: counter("registered_at")?,
+        },
+    })
+}
+
+/// The first read of a registration's facts (see `registrations.rs`, `REGISTRATION_FACTS_SQL`):
+/// `designation` (NULL: none), the designated service's current spec `spec_body` and
+/// `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet). The
+/// session, the assignments and the credential's hash are read after it.
+pub(crate) fn registration_facts(row: &Row) -> Result<RegistrationFacts, StoreError> {
+    let designation = optional_designation(row, "designation")?;
+    let spec = match (&designation, row.optional_text("spec_body")?) {
+        (Some(_), Some(body)) => Some(read_service_spec(&body, row.integer("spec_revision")?)?),
+        _ => None,
+    };
+    Ok(RegistrationFacts {
+        designation,
+        spec,
+        node_exists: row.boolean("node_exists")?,
+        session: None,
+        assignments: Vec::new(),
+        credential_hash: None,
+        route_table_revision: row
+            .optional_integer("route_revision")?
+            .map(|revision| counter_from_sql(revision, "route table revision"))
+            .transpose()?,
+    })
+}
+
+/// One row of sqlx's `_sqlx_migrations`: `version`, `success`, `checksum`.
+pub(crate) fn applied_migration(row: &Row) -> Result<AppliedMigration, StoreError> {
+    Ok(AppliedMigration {
+        version: row.integer("version")?,
+        success: row.boolean("success")?,
+        checksum: row.bytes("checksum")?,
+    })
+}
+
+/// An integer column holding a counter, such as a revision or the highest epoch so far.
+pub(crate) fn counter(row: &Row, column: &str, what: &str) -> Result<u64, StoreError> {
+    row.counter(column, what)
+}

@@ -1,0 +1,329 @@
+//! How the store runs SQL on either backend: the pool of a backend ([`Pool`]), a connection
+//! checked out of it ([`Connection`]) or a transaction on one ([`Transaction`]), a statement with
+//! its typed arguments ([`Statement`]) and a row it answers ([`Row`]) with typed accessors. Every
+//! statement is written once as `&'static str` (or, where the dialect differs, composed with a
+//! hook of [`Backend`]) and runs on both backends; every row reader is written once
+//! (`rows.rs`) against [`Row`].
+
+use super::StoreError;
+use super::dialect::Backend;
+use super::postgres::pool::{self, PooledConnection};
+use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
+use sqlx::{AssertSqlSafe, Database, Decode, Encode, Postgres, Row as _, Sqlite, Type};
+
+/// The connection pool of a store's backend.
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    /// PostgreSQL: `deadpool` over sqlx connections (`postgres/pool.rs`).
+    Postgres(pool::Pool),
+    /// SQLite: sqlx's own pool.
+    Sqlite(SqlitePool),
+}
+
+impl Pool {
+    /// The backend, and so the dialect, of this pool.
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Pool::Postgres(_) => Backend::Postgres,
+            Pool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// A connection for statements outside a transaction (each statement is atomic on its own).
+    pub(crate) async fn connection(&self) -> Result<Connection, StoreError> {
+        Ok(match self {
+            Pool::Postgres(pool) => Connection::Postgres(pool.acquire().await?),
+            Pool::Sqlite(pool) => Connection::Sqlite(pool.acquire().await?),
+        })
+    }
+
+    /// A write transaction ([`Backend::begin_write`]) on a connection of its own.
+    pub(crate) async fn begin_write(&self) -> Result<Transaction, StoreError> {
+        self.begin(self.backend().begin_write()).await
+    }
+
+    /// A read-only transaction whose statements see one snapshot ([`Backend::begin_snapshot`]).
+    pub(crate) async fn begin_snapshot(&self) -> Result<Transaction, StoreError> {
+        self.begin(self.backend().begin_snapshot()).await
+    }
+
+    async fn begin(&self, statement: &'static str) -> Result<Transaction, StoreError> {
+        Ok(match self {
+            Pool::Postgres(pool) => {
+                let mut connection = pool.acquire().await?;
+                connection.begin(statement).await?;
+                Transaction::Postgres(connection)
+            }
+            Pool::Sqlite(pool) => Transaction::Sqlite(pool.begin_with(statement).await?),
+        })
+    }
+
+    /// Closes the pool: idle connections now, connections in use when they are returned.
+    pub(crate) async fn close(&self) {
+        match self {
+            Pool::Postgres(pool) => pool.close().await,
+            Pool::Sqlite(pool) => pool.close().await,
+        }
+    }
+}
+
+/// A connection checked out of a [`Pool`]; returned to it when dropped.
+pub(crate) enum Connection {
+    /// A PostgreSQL connection.
+    Postgres(PooledConnection),
+    /// A SQLite connection.
+    Sqlite(sqlx::pool::PoolConnection<Sqlite>),
+}
+
+/// A transaction on a connection checked out for it. It ends with [`Transaction::commit`] or
+/// [`Transaction::rollback`]; dropped before either, it is rolled back — on PostgreSQL by closing
+/// the connection, so a cancelled request never leaves its row locks on a pooled connection
+/// (`postgres/pool.rs`), on SQLite by sqlx's own rollback of a dropped transaction.
+pub(crate) enum Transaction {
+    /// A PostgreSQL connection inside the transaction it began.
+    Postgres(PooledConnection),
+    /// A SQLite transaction owning its pooled connection.
+    Sqlite(sqlx::Transaction<'static, Sqlite>),
+}
+
+impl Transaction {
+    /// Commits.
+    pub(crate) async fn commit(self) -> Result<(), StoreError> {
+        match self {
+            Transaction::Postgres(mut connection) => connection.commit().await?,
+            Transaction::Sqlite(transaction) => transaction.commit().await?,
+        }
+        Ok(())
+    }
+
+    /// Rolls back.
+    pub(crate) async fn rollback(self) -> Result<(), StoreError> {
+        match self {
+            Transaction::Postgres(mut connection) => connection.rollback().await?,
+            Transaction::Sqlite(transaction) => transaction.rollback().await?,
+        }
+        Ok(())
+    }
+}
+
+/// The backend connection a statement runs on.
+pub(crate) enum ConnectionRef<'c> {
+    /// PostgreSQL.
+    Postgres(&'c mut PgConnection),
+    /// SQLite.
+    Sqlite(&'c mut SqliteConnection),
+}
+
+/// What statements run on: a [`Connection`] or a [`Transaction`].
+pub(crate) trait HoldsConnection: Send {
+    /// The connection, for one statement.
+    fn connection(&mut self) -> ConnectionRef<'_>;
+}
+
+impl HoldsConnection for Connection {
+    fn connection(&mut self) -> ConnectionRef<'_> {
+        match self {
+            Connection::Postgres(connection) => ConnectionRef::Postgres(connection),
+            Connection::Sqlite(connection) => ConnectionRef::Sqlite(connection),
+        }
+    }
+}
+
+impl HoldsConnection for Transaction {
+    fn connection(&mut self) -> ConnectionRef<'_> {
+        match self {
+            Transaction::Postgres(connection) => ConnectionRef::Postgres(connection),
+            Transaction::Sqlite(transaction) => ConnectionRef::Sqlite(transaction),
+        }
+    }
+}
+
+/// One typed argument of a [`Statement`].
+enum Argument<'a> {
+    Text(Option<&'a str>),
+    Integer(Option<i64>),
+    Boolean(bool),
+    Bytes(&'a [u8]),
+}
+
+/// One SQL statement with its arguments (`$1`, `$2`, … in the order they are added).
+pub(crate) struct Statement<'a> {
+    sql: Sql,
+    arguments: Vec<Argument<'a>>,
+}
+
+/// The text of a statement: written once, or composed with a dialect hook.
+enum Sql {
+    Written(&'static str),
+    Composed(String),
+}
+
+impl<'a> Statement<'a> {
+    /// A statement whose text is the same on both backends.
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Statement { sql: Sql::Written(sql), arguments: Vec::new() }
+    }
+
+    /// A statement whose text was composed with a dialect hook of [`Backend`].
+    pub(crate) fn composed(sql: String) -> Self {
+        Statement { sql: Sql::Composed(sql), arguments: Vec::new() }
+    }
+
+    /// Adds a text argument.
+    pub(crate) fn text(self, value: &'a str) -> Self {
+        self.optional_text(Some(value))
+    }
+
+    /// Adds a text argument that may be NULL.
+    pub(crate) fn optional_text(mut self, value: Option<&'a str>) -> Self {
+        self.arguments.push(Argument::Text(value));
+        self
+    }
+
+    /// Adds an integer argument.
+    pub(crate) fn integer(self, value: i64) -> Self {
+        self.optional_integer(Some(value))
+    }
+
+    /// Adds an integer argument that may be NULL.
+    pub(crate) fn optional_integer(mut self, value: Option<i64>) -> Self {
+        self.arguments.push(Argument::Integer(value));
+        self
+    }
+
+    /// Adds a boolean argument.
+    pub(crate) fn boolean(mut self, value: bool) -> Self {
+        self.arguments.push(Argument::Boolean(value));
+        self
+    }
+
+    /// Adds a byte string argument.
+    pub(crate) fn bytes(mut self, value: &'a [u8]) -> Self {
+        self.arguments.push(Argument::Bytes(value));
+        self
+    }
+
+    /// The statement as an sqlx query of database `DB`, every argument bound.
+    fn query<DB: Database>(self) -> sqlx::query::Query<'static, DB, <DB as Database>::Arguments>
+    where
+        for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
+        for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+        for<'t> bool: Encode<'t, DB> + Type<DB>,
+        for<'t> &'t [u8]: Encode<'t, DB> + Type<DB>,
+    {
+        let mut query = match self.sql {
+            Sql::Written(sql) => sqlx::query(sql),
+            Sql::Composed(sql) => sqlx::query(AssertSqlSafe(sql)),
+        };
+        for argument in self.arguments {
+            query = match argument {
+                Argument::Text(value) => query.bind(value),
+                Argument::Integer(value) => query.bind(value),
+                Argument::Boolean(value) => query.bind(value),
+                Argument::Bytes(value) => query.bind(value),
+            };
+        }
+        query
+    }
+
+    /// Runs the statement; answers how many rows it changed.
+    pub(crate) async fn execute(self, on: &mut impl HoldsConnection) -> Result<u64, StoreError> {
+        Ok(match on.connection() {
+            ConnectionRef::Postgres(connection) => self.query::<Postgres>().execute(connection).await?.rows_affected(),
+            ConnectionRef::Sqlite(connection) => self.query::<Sqlite>().execute(connection).await?.rows_affected(),
+        })
+    }
+
+    /// Runs the statement; answers its row, if any.
+    pub(crate) async fn fetch_optional(self, on: &mut impl HoldsConnection) -> Result<Option<Row>, StoreError> {
+        Ok(match on.connection() {
+            ConnectionRef::Postgres(connection) => {
+                self.query::<Postgres>().fetch_optional(connection).await?.map(Row::Postgres)
+            }
+            ConnectionRef::Sqlite(connection) => {
+                self.query::<Sqlite>().fetch_optional(connection).await?.map(Row::Sqlite)
+            }
+        })
+    }
+
+    /// Runs the statement; answers its one row (no row is an error).
+    pub(crate) async fn fetch_one(self, on: &mut impl HoldsConnection) -> Result<Row, StoreError> {
+        Ok(match on.connection() {
+            ConnectionRef::Postgres(connection) => Row::Postgres(self.query::<Postgres>().fetch_one(connection).await?),
+            ConnectionRef::Sqlite(connection) => Row::Sqlite(self.query::<Sqlite>().fetch_one(connection).await?),
+        })
+    }
+
+    /// Runs the statement; answers every row.
+    pub(crate) async fn fetch_all(self, on: &mut impl HoldsConnection) -> Result<Vec<Row>, StoreError> {
+        Ok(match on.connection() {
+            ConnectionRef::Postgres(connection) => {
+                self.query::<Postgres>().fetch_all(connection).await?.into_iter().map(Row::Postgres).collect()
+            }
+            ConnectionRef::Sqlite(connection) => {
+                self.query::<Sqlite>().fetch_all(connection).await?.into_iter().map(Row::Sqlite).collect()
+            }
+        })
+    }
+}
+
+/// A row a [`Statement`] answered, read by column name with typed accessors.
+pub(crate) enum Row {
+    /// A PostgreSQL row.
+    Postgres(PgRow),
+    /// A SQLite row.
+    Sqlite(SqliteRow),
+}
+
+impl Row {
+    /// A column of a type both backends decode.
+    fn get<T>(&self, column: &str) -> Result<T, StoreError>
+    where
+        T: for<'r> Decode<'r, Postgres> + Type<Postgres> + for<'r> Decode<'r, Sqlite> + Type<Sqlite>,
+    {
+        Ok(match self {
+            Row::Postgres(row) => row.try_get(column)?,
+            Row::Sqlite(row) => row.try_get(column)?,
+        })
+    }
+
+    /// A `TEXT NOT NULL` column.
+    pub(crate) fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.get(column)
+    }
+
+    /// A nullable `TEXT` column.
+    pub(crate) fn optional_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.get(column)
+    }
+
+    /// An integer column (`BIGINT` or `INTEGER` on PostgreSQL, `INTEGER` on SQLite).
+    pub(crate) fn integer(&self, column: &str) -> Result<i64, StoreError> {
+        self.optional_integer(column)?.ok_or_else(|| StoreError::Corrupt(format!("stored {column} is NULL")))
+    }
+
+    /// A nullable integer column.
+    pub(crate) fn optional_integer(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        match self {
+            // A PostgreSQL `INTEGER` (4 bytes) does not decode as an i64.
+            Row::Postgres(row) => match row.try_get::<Option<i64>, _>(column) {
+                Ok(value) => Ok(value),
+                Err(wide) => {
+                    row.try_get::<Option<i32>, _>(column).map(|value| value.map(i64::from)).map_err(|_| wide.into())
+                }
+            },
+            Row::Sqlite(row) => Ok(row.try_get(column)?),
+        }
+    }
+
+    /// A `BOOLEAN` column (an integer on SQLite).
+    pub(crate) fn boolean(&self, column: &str) -> Result<bool, StoreError> {
+        self.get(column)
+    }
+
+    /// A `BYTEA` / `BLOB` column.
+    pub(crate) fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
+        self.get(column)
+    }
+}
