@@ -190,8 +190,7 @@ pub static METHODS: &[Method] = &[
         principal: Principal::NodeSession(|controller, socket, request| {
             Box::pin(async move {
                 let request = requests::get_runtime_assignments(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
-                request.rest()?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session).await?;
                 Ok(answers::assignments(&controller.get_runtime_assignments(&session).await?))
             })
         }),

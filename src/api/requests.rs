@@ -380,7 +380,7 @@ fn assignment(members: &Members<'_>) -> Result<AuthorityReference, ApiError> {
     members.read("assignment", AuthorityReference::read, "an IRuntimeAuthorityReference")
 }
 
-/// `getRuntimeAssignments`: `{ session }`.
+/// `getRuntimeAssignments`: `{ session }` (no member after it).
 pub fn get_runtime_assignments(request: &Request) -> Result<SessionRequest<'_, ()>, ApiError> {
     session_request(request, &["session"], |_| Ok(()))
 }

@@ -82,17 +82,17 @@ pub struct RelayHeartbeatAnswer {
 
 /// The relay principal of `heartbeatClusterRelay` and `getClusterIngressRouteTable`: the
 /// connection that `authInfo.jwt` names, elected when it was checked
-/// ([`Controller::relay_principal`], the only way to get one). Carries no token.
-#[derive(Debug, Clone)]
+/// ([`Controller::relay_principal`], the only way to get one). Carries the token's hash, never
+/// the token, and `Debug` shows neither.
+#[derive(Clone)]
 pub struct RelayPrincipal {
     connection: StoredRelayConnection,
     token_hash: [u8; 32],
 }
 
-impl RelayPrincipal {
-    /// The connection.
-    pub fn connection(&self) -> &StoredRelayConnection {
-        &self.connection
+impl std::fmt::Debug for RelayPrincipal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("RelayPrincipal").field("connection", &self.connection).finish_non_exhaustive()
     }
 }
 
