@@ -7,7 +7,7 @@
 #[macro_use]
 mod support;
 
-use cloudly::api::Limits;
+use cloudly::api::{Limits, methods, requests};
 use cloudly::contract::assignment::RuntimeAssignment;
 use cloudly::contract::signing::{PublishedKey, verify};
 use cloudly::contract::{DigestedRecord, Id, NodeId};
@@ -170,9 +170,9 @@ on_both_stores!(two_controller_processes_agree_on_the_current_session, |backend|
     let open = json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": bearer });
     let open = open.as_object().unwrap();
     let (this, that) = (controller(&service), other_server.state.controller.clone());
-    let opened = futures_util::future::join_all(
-        [&this, &that, &this, &that].into_iter().map(|controller| controller.open_runtime_session(open)),
-    )
+    let opened = futures_util::future::join_all([&this, &that, &this, &that].into_iter().map(|controller| {
+        controller.open_runtime_session(requests::open_runtime_session(open).expect("a valid request"))
+    }))
     .await;
     let mut generations: Vec<u64> = opened.into_iter().map(|session| session.unwrap().generation).collect();
     generations.sort_unstable();
@@ -445,8 +445,8 @@ on_both_stores!(a_burst_of_designations_is_reissued_once_per_interval, |backend|
     for index in 1..=5 {
         let mut request = designation_request("c1", "ingress", &format!("m{index}"), 1, current.clone());
         request["identity"] = admin.clone();
-        let answer = other.designate_cluster_ingress(request.as_object().unwrap()).await.unwrap();
-        current = reference_of(&DigestedRecord::to_value(&answer.designation));
+        let answer = methods::call(&other, "designateClusterIngress", &request).await.unwrap();
+        current = reference_of(&answer["designation"]);
     }
     assert!(started.elapsed() < std::time::Duration::from_millis(1_500), "the burst took too long to test this");
     other.assignments_settled(&id("c1")).await;

@@ -7,8 +7,8 @@
 //! `the_document_is_an_openapi_3_1_document_the_checker_understands`.
 //!
 //! What is checked against the code:
-//! - the methods (`x-methods`, the per-method schemas, the envelope `oneOf`s) are exactly
-//!   [`METHODS`];
+//! - the methods (`x-methods`, the per-method schemas, the envelope `oneOf`s) are exactly the
+//!   rows of the code's method table ([`METHODS`]);
 //! - the error codes are exactly those the code can answer: every [`DomainError`] variant (an
 //!   exhaustive `match`, so a new variant breaks this file's compilation), `unknown-method`, and
 //!   the HTTP-level codes read from real router answers; every `error.data` fits `ErrorData`;
@@ -17,9 +17,10 @@
 //!   `/typedsocket` by a real upgrade over TCP, whose frames are envelopes that fit the document);
 //! - for each method, the documented required request members are the domain's (a request with
 //!   no member but `identity` and one unknown member is refused naming exactly those), the
-//!   documented optional members are accepted, and `x-roles` is what the code allows (`relay`:
+//!   documented optional members are accepted, and `x-roles` is each row's principal
+//!   ([`methods::Principal::roles`]) and what the code allows (`relay`:
 //!   no identity, an exact request, the connection token as `authInfo.jwt` when the envelope
-//!   requires it; `node`: exactly [`methods::NODE_METHODS`], refused over HTTP with
+//!   requires it; `node`: exactly the socket-only rows, refused over HTTP with
 //!   `principal-refused`, their required members checked on the socket). `registerClusterIngress`
 //!   is a relay method judged in its own order (the protocol offer first, then its named
 //!   refusals, which replace the generic codes): its members are checked by leaving each out of a
@@ -98,8 +99,18 @@ fn string_set(value: &Value) -> BTreeSet<String> {
     strings(value).into_iter().collect()
 }
 
+/// The method names of the code's one method table.
+fn method_names() -> Vec<&'static str> {
+    METHODS.iter().map(|method| method.name).collect()
+}
+
+/// The node methods: the rows served only on `/typedsocket`.
+fn node_methods() -> Vec<&'static str> {
+    METHODS.iter().filter(|method| method.principal.socket_only()).map(|method| method.name).collect()
+}
+
 fn method_set() -> BTreeSet<String> {
-    METHODS.iter().map(|method| (*method).to_owned()).collect()
+    method_names().into_iter().map(str::to_owned).collect()
 }
 
 /// Keywords the checker enforces.
@@ -579,7 +590,7 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
     let branches: BTreeSet<String> =
         schema("ErrorData")["discriminator"]["mapping"].as_object().expect("a mapping").keys().cloned().collect();
     assert_eq!(branches, documented);
-    for method in METHODS {
+    for method in &method_names() {
         let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
         assert!(listed.is_subset(&documented), "{method}: x-errors {listed:?} names an undocumented code");
     }
@@ -588,7 +599,7 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
     // no other method lists either.
     let refusals: BTreeSet<String> =
         ["cluster-ingress-registration-refused", "protocol-refused"].iter().map(|code| (*code).to_owned()).collect();
-    for method in METHODS {
+    for method in &method_names() {
         let listed = string_set(&schema(&format!("{method}Request"))["x-errors"]);
         if *method == "registerClusterIngress" {
             assert_eq!(listed, refusals, "{method}: x-errors");
@@ -624,7 +635,7 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
 
 /// The members of records (not method requests) that the code leaves out rather than answering
 /// `null`: a recorded registration's `capabilities` is absent when the ingress sent none
-/// (`registration::registration_json`). The scripted flow sees both shapes.
+/// (`api::answers`). The scripted flow sees both shapes.
 const OPTIONAL_RECORD_MEMBERS: &[(&str, &str)] =
     &[("#/components/schemas/IClusterIngressRegistrationRecord", "capabilities")];
 
@@ -671,7 +682,7 @@ fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
             // Only the method requests (optional members, checked against the code below), the
             // answer envelopes (`error`) and [`OPTIONAL_RECORD_MEMBERS`] have optional members.
             let method_level = at.strip_prefix("#/components/schemas/").is_some_and(|name| {
-                METHODS
+                method_names()
                     .iter()
                     .any(|method| name == format!("{method}Request") || name == format!("{method}AnswerEnvelope"))
             });
@@ -707,7 +718,7 @@ fn the_methods_are_exactly_the_code_methods() {
         .map(|method| method.as_str().unwrap().to_owned())
         .collect();
     assert_eq!(marked, methods, "the schemas marked x-method");
-    for method in METHODS {
+    for method in &method_names() {
         assert_eq!(schema(&format!("{method}Request"))["x-method"], json!(method));
         for suffix in ["Response", "RequestEnvelope", "AnswerEnvelope"] {
             schema(&format!("{method}{suffix}"));
@@ -735,7 +746,8 @@ fn the_methods_are_exactly_the_code_methods() {
         .iter()
         .map(|branch| branch["$ref"].as_str().unwrap().trim_start_matches("#/components/schemas/").to_owned())
         .collect();
-    let mut expected: BTreeSet<String> = METHODS.iter().map(|method| format!("{method}AnswerEnvelope")).collect();
+    let mut expected: BTreeSet<String> =
+        method_names().iter().map(|method| format!("{method}AnswerEnvelope")).collect();
     expected.insert("UnknownMethodAnswerEnvelope".to_owned());
     assert_eq!(answers, expected, "TypedAnswerEnvelope's branches");
     assert_eq!(
@@ -886,7 +898,7 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
     assert_eq!(answered["error"]["data"], json!({ "code": "principal-refused" }), "an unknown node: {answered}");
     assert_eq!(answered["correlation"], json!({ "id": "socket-1", "phase": "response" }));
     // On the socket, the node methods' documented required members are the domain's.
-    for (index, method) in methods::NODE_METHODS.iter().enumerate() {
+    for (index, method) in node_methods().iter().enumerate() {
         let id = format!("socket-members-{index}");
         let envelope = json!({
             "method": method, "request": { "zz": 1 }, "response": null,
@@ -964,12 +976,14 @@ async fn required_members_optional_members_and_roles_match_the_domain() {
     let connected = methods::call(&controller, "connectClusterRelay", &connect).await.expect("the relay connects");
     let token = connected["token"].as_str().expect("a token").to_owned();
 
-    for method in METHODS {
+    for method in &method_names() {
         let request_schema = schema(&format!("{method}Request"));
         let roles = strings(&request_schema["x-roles"]);
         let properties = request_schema["properties"].as_object().expect("properties");
         assert_eq!(request_schema["additionalProperties"], json!(false), "{method}: unknown members are refused");
-        assert_eq!(roles == ["node"], methods::NODE_METHODS.contains(method), "{method}: x-roles node");
+        let principal = &methods::find(method).expect("a row").principal;
+        assert_eq!(roles, principal.roles(), "{method}: x-roles are the principal of its row");
+        assert_eq!(roles == ["node"], principal.socket_only(), "{method}: x-roles node");
 
         if roles == ["node"] {
             // Served only on `/typedsocket`: over HTTP every request is refused, without detail.
@@ -1625,7 +1639,7 @@ async fn every_method_answers_in_the_documented_shapes() {
     let missing =
         flow.refused("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
     assert_eq!(missing["what"], json!("cluster"));
-    for method in methods::NODE_METHODS {
+    for method in &node_methods() {
         let session = json!({ "session": { "id": "session-1", "generation": 1,
             "controller": { "kind": "cloudly", "id": "ctl-1" }, "clusterId": "c1", "nodeId": "node-1",
             "runtimeNamespace": "ns-main" } });
@@ -1796,11 +1810,11 @@ async fn every_method_answers_in_the_documented_shapes() {
     server.abort();
 
     let mut succeeded = method_set();
-    for method in methods::NODE_METHODS {
-        succeeded.remove(*method);
+    for method in node_methods() {
+        succeeded.remove(method);
     }
     assert_eq!(flow.succeeded, succeeded, "every method but the node methods answered successfully over HTTP");
-    let on_socket: BTreeSet<String> = methods::NODE_METHODS.iter().map(|method| (*method).to_owned()).collect();
+    let on_socket: BTreeSet<String> = node_methods().into_iter().map(str::to_owned).collect();
     assert_eq!(flow.succeeded_on_socket, on_socket, "the node methods answered successfully on the socket");
 
     // A store that does not answer: `registerClusterIngress` cannot judge, `not-ready` (before

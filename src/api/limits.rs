@@ -23,6 +23,8 @@
 //! Health, readiness and metrics take no permit; they share only the connection bound.
 
 use super::error::ApiError;
+use super::envelope::RequestEnvelope;
+use super::methods::{Principal, Timeout};
 use super::{AppState, answer_envelope};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -34,16 +36,12 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-
-/// The method whose calls take a permit of the long-poll pool: it may hold a call for the
-/// controller's `route_table_long_poll_ms` (`04-registration.md`, "Route table").
-pub const LONG_POLL_METHOD: &str = "getClusterIngressRouteTable";
 
 /// How long a caller is told to wait after a shed request, in ms (`Retry-After` in seconds).
 pub const OVERLOADED_RETRY_AFTER_MS: u64 = 1_000;
@@ -154,8 +152,12 @@ enum Pool {
 }
 
 impl Pool {
+    /// The pool of a method's calls: its own for a long poll ([`Timeout::RouteTableLongPoll`]).
     fn of_method(method: Option<&str>) -> Pool {
-        if method == Some(LONG_POLL_METHOD) { Pool::LongPolls } else { Pool::Requests }
+        match method.and_then(super::methods::find) {
+            Some(method) if method.timeout == Timeout::RouteTableLongPoll => Pool::LongPolls,
+            _ => Pool::Requests,
+        }
     }
 
     fn label(self) -> &'static str {
@@ -249,21 +251,21 @@ pub(crate) fn take_socket_slot(state: &AppState) -> Option<SocketSlot> {
 /// errors are its own).
 pub(crate) fn admit_socket_request(
     state: &AppState,
-    method: &str,
-    envelope: &Map<String, Value>,
+    envelope: &RequestEnvelope,
 ) -> Result<OwnedSemaphorePermit, Message> {
     if let Some(permit) = Pool::Requests.take(&state.admission) {
         return Ok(permit);
     }
-    let error = if method == "registerClusterIngress" {
-        ApiError::from(super::timed_out(&state.controller, method))
-    } else {
-        ApiError::new("overloaded", json!({ "code": "overloaded", "retryAfterMs": OVERLOADED_RETRY_AFTER_MS }))
+    let method = super::methods::find(&envelope.method);
+    let error = match method {
+        Some(method) if matches!(method.principal, Principal::Registration(_)) => method.timed_out(&state.controller),
+        _ => ApiError::new("overloaded", json!({ "code": "overloaded", "retryAfterMs": OVERLOADED_RETRY_AFTER_MS })),
     };
-    let label = if super::methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
+    let label = method.map_or("unknown", |method| method.name);
     metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => error.code().to_owned())
         .increment(1);
-    Err(Message::Text(answer_envelope(method, envelope, Err(error)).to_string().into()))
+    let answer = answer_envelope(&envelope.method, envelope.correlation.clone(), Err(error));
+    Err(Message::Text(answer.to_string().into()))
 }
 
 /// Resolves when a socket opened now has had [`Limits::socket_session_deadline`] to open its node

@@ -1,211 +1,485 @@
-//! The dispatch table: every TypedRequest method this controller answers, in one place
-//! (crates.io's `router.rs` habit). Each arm calls the domain and shapes the response object.
+//! The method table: every TypedRequest method this controller answers, one row each, in one
+//! place (crates.io's `router.rs` habit). A row names the method, its principal (who may call it,
+//! how that is proven, and the handler that runs once it is), and its timeout class. The HTTP
+//! endpoint, the socket, the metric labels and `tests/openapi.rs` all read [`METHODS`].
+//!
+//! A handler parses the typed request (`requests`), calls one domain function, and builds the
+//! answer (`answers`). [`Method::call`] checks, in this order: a socket-only method over HTTP
+//! (`principal-refused`); the envelope's raw-text rules (`request-invalid`); a `request` that is
+//! not an object (`request-invalid`); the principal (an administrator's identity and role, or a
+//! relay's connection token); then the handler, which reads the members.
+//! `registerClusterIngress` takes its `request` as sent: its protocol offer is judged before
+//! anything else.
 
+use super::envelope::TextRule;
 use super::error::ApiError;
-use crate::contract::DigestedRecord;
-use crate::contract::registration::CLUSTER_INGRESS_PROTOCOL;
-use crate::contract::signing::{encode_public_key, key_id};
-use crate::domain::{Controller, registration, relays};
-use crate::store::{StoredCluster, StoredNode};
-use serde_json::{Map, Value, json};
+use super::requests::{self, Request};
+use super::socket::NodeSocket;
+use super::{Limits, answers};
+use crate::domain::identity::{Access, Caller};
+use crate::domain::relays::RelayPrincipal;
+use crate::domain::{Controller, DomainError};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::LazyLock;
+use std::time::Duration;
 
-/// Every method name, sorted. `openapi/openapi.yaml` must describe exactly these.
-pub const METHODS: &[&str] = &[
-    "connectClusterRelay",
-    "deleteClusterIngressRoute",
-    "deleteService",
-    "designateClusterIngress",
-    "getCluster",
-    "getClusterIngressDesignation",
-    "getClusterIngressRouteTable",
-    "getClusterIngressRoutes",
-    "getControllerSigningKeys",
-    "getRuntimeAssignments",
-    "getServiceRuntimeSpec",
-    "heartbeatClusterRelay",
-    "issueClusterRelayCredential",
-    "listClusterIngressDesignations",
-    "listClusterIngressRegistrations",
-    "listClusterNodes",
-    "listClusters",
-    "openRuntimeSession",
-    "putCluster",
-    "putClusterIngressRoute",
-    "putClusterNode",
-    "putOrganization",
-    "putServiceRuntimeSpec",
-    "registerClusterIngress",
-    "reportRuntimeAssignmentState",
-    "resolveRuntimeSecretBindings",
+/// A handler's answer: the response object, or the error.
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<Value, ApiError>> + Send + 'a>>;
+
+/// The handler of a node method: the socket the request came on and the request object.
+pub type NodeHandler = for<'a> fn(&'a Controller, &'a NodeSocket, &'a Request) -> Answer<'a>;
+
+/// Who may call a method, how that is proven, and the handler that runs once it is.
+pub enum Principal {
+    /// An administrator: `request.identity`, verified with a role that allows the access before
+    /// the request's members are read (`identity-refused`, `identity-forbidden`).
+    Administrator(Access, for<'a> fn(&'a Controller, &'a Caller, &'a Request) -> Answer<'a>),
+    /// A relay by its connection: `authInfo.jwt` names its cluster's elected connection, checked
+    /// before the members (`principal-refused`, `relay-connection-lost`).
+    RelayConnection(for<'a> fn(&'a Controller, &'a RelayPrincipal, &'a Request) -> Answer<'a>),
+    /// A relay by its bearer, a member of the request checked by the domain after the members
+    /// (`connectClusterRelay`).
+    RelayBearer(for<'a> fn(&'a Controller, &'a Request) -> Answer<'a>),
+    /// A node by its bearer, a member checked by the domain after the members; socket only
+    /// (`openRuntimeSession`, which attaches the new session to the socket).
+    NodeBearer(NodeHandler),
+    /// A node by its session: socket only; the request's `session` must be the socket's current
+    /// session, checked after the member set and before the other members.
+    NodeSession(NodeHandler),
+    /// `registerClusterIngress`: a relay forwarding with its connection token (`authInfo.jwt`).
+    /// The handler takes the `request` as sent, or `None` when the envelope's text has no single
+    /// reading, and the token; the domain judges everything in the spec's order.
+    Registration(for<'a> fn(&'a Controller, Option<&'a Value>, Option<&'a str>) -> Answer<'a>),
+    /// Anyone, without proof. A `null` request is `{}`.
+    Anyone(for<'a> fn(&'a Controller, &'a Request) -> Answer<'a>),
+}
+
+impl Principal {
+    /// True for the node methods, served only on `/typedsocket`.
+    pub fn socket_only(&self) -> bool {
+        matches!(self, Principal::NodeBearer(_) | Principal::NodeSession(_))
+    }
+
+    /// The `x-roles` of the method's request in `openapi/openapi.yaml`: the identity roles that
+    /// may call it, or `relay`, `node`, `anyone`.
+    pub fn roles(&self) -> &'static [&'static str] {
+        match self {
+            Principal::Administrator(Access::Read, _) => &["admin", "operator", "viewer"],
+            Principal::Administrator(Access::Designate, _) => &["admin", "operator"],
+            Principal::Administrator(Access::Admin, _) => &["admin"],
+            Principal::RelayConnection(_) | Principal::RelayBearer(_) | Principal::Registration(_) => &["relay"],
+            Principal::NodeBearer(_) | Principal::NodeSession(_) => &["node"],
+            Principal::Anyone(_) => &["anyone"],
+        }
+    }
+}
+
+/// How long a method may take before it is answered as timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// The request timeout (`Limits::request_timeout`).
+    Standard,
+    /// The request timeout plus the route table long poll (`route_table_long_poll_ms`), for as
+    /// long as the method may hold a call (`02-wire.md`, "Limits").
+    RouteTableLongPoll,
+}
+
+/// One row of the table.
+pub struct Method {
+    /// The method name.
+    pub name: &'static str,
+    /// Who may call it, and its handler.
+    pub principal: Principal,
+    /// Its timeout class.
+    pub timeout: Timeout,
+}
+
+/// Every method, sorted by name. `openapi/openapi.yaml` must describe exactly these.
+pub static METHODS: &[Method] = &[
+    Method {
+        name: "connectClusterRelay",
+        principal: Principal::RelayBearer(|controller, request| {
+            Box::pin(async move {
+                let request = requests::connect_cluster_relay(request)?;
+                Ok(answers::relay_connected(&controller.connect_cluster_relay(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "deleteClusterIngressRoute",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::delete_cluster_ingress_route(request)?;
+                Ok(answers::route_table(controller.delete_cluster_ingress_route(request).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "deleteService",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                controller.delete_service(requests::delete_service(request)?).await?;
+                Ok(answers::deleted())
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "designateClusterIngress",
+        principal: Principal::Administrator(Access::Designate, |controller, caller, request| {
+            Box::pin(async move {
+                let request = requests::designate_cluster_ingress(request)?;
+                Ok(answers::designated(&controller.designate_cluster_ingress(caller, request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getCluster",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move { Ok(answers::cluster(&controller.get_cluster(requests::cluster(request)?).await?)) })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getClusterIngressDesignation",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::cluster(request)?;
+                Ok(answers::designation(controller.get_cluster_ingress_designation(request).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getClusterIngressRouteTable",
+        principal: Principal::RelayConnection(|controller, relay, request| {
+            Box::pin(async move {
+                let request = requests::get_cluster_ingress_route_table(request)?;
+                Ok(answers::route_table(controller.get_cluster_ingress_route_table(relay, request).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::RouteTableLongPoll,
+    },
+    Method {
+        name: "getClusterIngressRoutes",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::cluster(request)?;
+                Ok(answers::route_table(controller.get_cluster_ingress_routes(request).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getControllerSigningKeys",
+        principal: Principal::Anyone(|controller, request| {
+            Box::pin(async move {
+                requests::get_controller_signing_keys(request)?;
+                Ok(answers::signing_keys(&controller.get_controller_signing_keys()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getRuntimeAssignments",
+        principal: Principal::NodeSession(|controller, socket, request| {
+            Box::pin(async move {
+                let request = requests::get_runtime_assignments(request)?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session).await?;
+                Ok(answers::assignments(&controller.get_runtime_assignments(&session).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getServiceRuntimeSpec",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::get_service_runtime_spec(request)?;
+                Ok(answers::spec(&controller.get_service_runtime_spec(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "heartbeatClusterRelay",
+        principal: Principal::RelayConnection(|controller, relay, request| {
+            Box::pin(async move {
+                requests::heartbeat_cluster_relay(request)?;
+                Ok(answers::relay_heartbeat(&controller.heartbeat_cluster_relay(relay).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "issueClusterRelayCredential",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::issue_cluster_relay_credential(request)?;
+                Ok(answers::relay_credential(&controller.issue_cluster_relay_credential(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "listClusterIngressDesignations",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::list_cluster_ingress_designations(request)?;
+                Ok(answers::designations(&controller.list_cluster_ingress_designations(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "listClusterIngressRegistrations",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::list_cluster_ingress_registrations(request)?;
+                Ok(answers::registrations(&controller.list_cluster_ingress_registrations(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "listClusterNodes",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(
+                async move { Ok(answers::nodes(&controller.list_cluster_nodes(requests::cluster(request)?).await?)) },
+            )
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "listClusters",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                requests::list_clusters(request)?;
+                Ok(answers::clusters(&controller.list_clusters().await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "openRuntimeSession",
+        principal: Principal::NodeBearer(|controller, socket, request| {
+            Box::pin(async move {
+                let session = controller.open_runtime_session(requests::open_runtime_session(request)?).await?;
+                socket.attach(controller, &session);
+                Ok(answers::session(&session))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putCluster",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(
+                async move { Ok(answers::cluster(&controller.put_cluster(requests::put_cluster(request)?).await?)) },
+            )
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putClusterIngressRoute",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::put_cluster_ingress_route(request)?;
+                Ok(answers::route_table(Some(&controller.put_cluster_ingress_route(request).await?)))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putClusterNode",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::put_cluster_node(request)?;
+                Ok(answers::node_put(&controller.put_cluster_node(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putOrganization",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::put_organization(request)?;
+                Ok(answers::organization(&controller.put_organization(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putServiceRuntimeSpec",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::put_service_runtime_spec(request)?;
+                Ok(answers::spec(&controller.put_service_runtime_spec(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "registerClusterIngress",
+        principal: Principal::Registration(|controller, request, relay_token| {
+            Box::pin(async move {
+                let request = requests::register_cluster_ingress(request, relay_token);
+                Ok(answers::registered(&controller.register_cluster_ingress(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "reportRuntimeAssignmentState",
+        principal: Principal::NodeSession(|controller, socket, request| {
+            Box::pin(async move {
+                let request = requests::report_runtime_assignment_state(request)?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+                controller.report_runtime_assignment_state(&session, request.rest()?).await?;
+                Ok(answers::recorded())
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "resolveRuntimeSecretBindings",
+        principal: Principal::NodeSession(|controller, socket, request| {
+            Box::pin(async move {
+                let request = requests::resolve_runtime_secret_bindings(request)?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+                let values = controller.resolve_runtime_secret_bindings(&session, request.rest()?).await?;
+                Ok(answers::secret_values(&values))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
 ];
 
-/// The node methods (`04-registration.md`): served only on `/typedsocket` (`api::socket`); over
-/// HTTP they answer `principal-refused`.
-pub const NODE_METHODS: &[&str] =
-    &["getRuntimeAssignments", "openRuntimeSession", "reportRuntimeAssignmentState", "resolveRuntimeSecretBindings"];
+/// The row of `name`, if this controller answers it.
+pub fn find(name: &str) -> Option<&'static Method> {
+    METHODS.binary_search_by(|method| method.name.cmp(name)).ok().map(|index| &METHODS[index])
+}
 
 /// True for a method of [`METHODS`].
-pub fn is_known(method: &str) -> bool {
-    METHODS.binary_search(&method).is_ok()
+pub fn is_known(name: &str) -> bool {
+    find(name).is_some()
 }
 
-fn cluster_json(stored: &StoredCluster) -> Value {
-    let mut cluster = serde_json::to_value(&stored.cluster).expect("clusters serialize");
-    cluster["revision"] = json!(stored.revision);
-    cluster
+/// Where a request arrived.
+#[derive(Clone, Copy)]
+pub enum Transport<'a> {
+    /// `POST /typedrequest`.
+    Http,
+    /// A `/typedsocket` frame, on this socket.
+    Socket(&'a NodeSocket),
 }
 
-fn node_json(stored: &StoredNode) -> Value {
-    serde_json::to_value(&stored.node).expect("nodes serialize")
+impl Method {
+    /// True when the method's envelope is read as plain data (`api::envelope`): numbers kept as
+    /// written, for the validator to name.
+    pub fn reads_plain_data(&self) -> bool {
+        matches!(self.principal, Principal::Registration(_))
+    }
+
+    /// How long a call may take.
+    pub fn time_limit(&self, limits: &Limits, controller: &Controller) -> Duration {
+        match self.timeout {
+            Timeout::Standard => limits.request_timeout,
+            Timeout::RouteTableLongPoll => {
+                limits.request_timeout + Duration::from_millis(controller.settings.route_table_long_poll_ms)
+            }
+        }
+    }
+
+    /// The answer to a call that ran out of time: `not-ready` for `registerClusterIngress` (its
+    /// refusals are its own), `store-unavailable` for every other method.
+    pub fn timed_out(&self, controller: &Controller) -> ApiError {
+        use crate::contract::registration::RefusalReason;
+        match self.principal {
+            Principal::Registration(_) => DomainError::RegistrationRefused(
+                controller.settings.registration_retry_after.refusal(RefusalReason::NotReady),
+            ),
+            _ => DomainError::StoreUnavailable,
+        }
+        .into()
+    }
+
+    /// Answers one call of this method. `request` is the envelope's `request` member, or the
+    /// raw-text rule its text breaks; `auth_jwt` is the envelope's `authInfo.jwt`.
+    pub async fn call(
+        &self,
+        controller: &Controller,
+        transport: Transport<'_>,
+        request: Result<&Value, TextRule>,
+        auth_jwt: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let socket = match transport {
+            Transport::Socket(socket) => Some(socket),
+            Transport::Http if self.principal.socket_only() => return Err(DomainError::PrincipalRefused.into()),
+            Transport::Http => None,
+        };
+        match &self.principal {
+            Principal::Registration(handler) => handler(controller, request.ok(), auth_jwt).await,
+            Principal::Administrator(access, handler) => {
+                let request = request_object(request)?;
+                let caller = controller.authorize(request.get("identity"), *access)?;
+                handler(controller, &caller, request).await
+            }
+            Principal::RelayConnection(handler) => {
+                let request = request_object(request)?;
+                let relay = controller.relay_principal(auth_jwt).await?;
+                handler(controller, &relay, request).await
+            }
+            Principal::RelayBearer(handler) => handler(controller, request_object(request)?).await,
+            Principal::NodeBearer(handler) | Principal::NodeSession(handler) => {
+                let request = request_object(request)?;
+                match socket {
+                    Some(socket) => handler(controller, socket, request).await,
+                    None => Err(DomainError::PrincipalRefused.into()),
+                }
+            }
+            Principal::Anyone(handler) => {
+                static EMPTY: LazyLock<Request> = LazyLock::new(Map::new);
+                match request {
+                    Ok(Value::Null) => handler(controller, &EMPTY).await,
+                    request => handler(controller, request_object(request)?).await,
+                }
+            }
+        }
+    }
 }
 
-/// Answers one request of `method` without `authInfo` (see [`call_with_auth`]).
+/// The request object, or `request-invalid`: the raw-text rule the envelope breaks, or a
+/// request that is not an object.
+fn request_object(request: Result<&Value, TextRule>) -> Result<&Request, ApiError> {
+    match request.map_err(|rule| ApiError::request_invalid(vec![rule.violation().to_owned()]))? {
+        Value::Object(members) => Ok(members),
+        _ => Err(ApiError::request_invalid(vec!["request must be an object".to_owned()])),
+    }
+}
+
+/// Answers one call of `method` over HTTP without `authInfo` (see [`call_with_auth`]).
 pub async fn call(controller: &Controller, method: &str, request: &Value) -> Result<Value, ApiError> {
     call_with_auth(controller, method, request, None).await
 }
 
-/// Answers one request of `method`. `request` is the envelope's `request` member; `auth_jwt` is
-/// the envelope's `authInfo.jwt`, the principal of the relay methods (a relay connection token).
+/// Answers one call of `method` as `POST /typedrequest` does once the envelope is read:
+/// `request` is its `request` member, `auth_jwt` its `authInfo.jwt`. An unknown method is
+/// `unknown-method`.
 pub async fn call_with_auth(
     controller: &Controller,
     method: &str,
     request: &Value,
     auth_jwt: Option<&str>,
 ) -> Result<Value, ApiError> {
-    if !is_known(method) {
-        return Err(ApiError::unknown_method());
-    }
-    if NODE_METHODS.contains(&method) {
-        return Err(crate::domain::DomainError::PrincipalRefused.into());
-    }
-    if method == "registerClusterIngress" {
-        // The protocol offer is read before the shape check, so any `request` is judged.
-        let accepted = controller.register_cluster_ingress(request, auth_jwt).await?;
-        return Ok(json!({
-            "accepted": true,
-            "revision": accepted.route_table_revision,
-            "protocol": CLUSTER_INGRESS_PROTOCOL,
-        }));
-    }
-    let empty = Map::new();
-    let request = match request {
-        Value::Object(members) => members,
-        // `getControllerSigningKeys` takes `{}`; a null request is the same question.
-        Value::Null if method == "getControllerSigningKeys" => &empty,
-        _ => return Err(ApiError::request_invalid(vec!["request must be an object".to_owned()])),
-    };
-    let response = match method {
-        "designateClusterIngress" => {
-            let answer = controller.designate_cluster_ingress(request).await?;
-            json!({
-                "designation": answer.designation.to_value(),
-                "spec": answer.spec,
-                "replayed": answer.replayed,
-            })
-        }
-        "getClusterIngressDesignation" => {
-            let designation = controller.get_cluster_ingress_designation(request).await?;
-            json!({ "designation": designation.as_ref().map(DigestedRecord::to_value) })
-        }
-        "listClusterIngressDesignations" => {
-            let page = controller.list_cluster_ingress_designations(request).await?;
-            let designations: Vec<Value> = page.designations.iter().map(DigestedRecord::to_value).collect();
-            json!({ "designations": designations, "nextGeneration": page.next_generation })
-        }
-        "listClusterIngressRegistrations" => {
-            let (registrations, next_before) = controller.list_cluster_ingress_registrations(request).await?;
-            let registrations: Vec<Value> = registrations.iter().map(registration::registration_json).collect();
-            json!({ "registrations": registrations, "nextBefore": next_before })
-        }
-        "putOrganization" => {
-            let stored = controller.put_organization(request).await?;
-            json!({ "organization": stored.organization })
-        }
-        "putCluster" => json!({ "cluster": cluster_json(&controller.put_cluster(request).await?) }),
-        "getCluster" => json!({ "cluster": cluster_json(&controller.get_cluster(request).await?) }),
-        "listClusters" => {
-            let clusters: Vec<Value> = controller.list_clusters(request).await?.iter().map(cluster_json).collect();
-            json!({ "clusters": clusters })
-        }
-        "putClusterNode" => {
-            let put = controller.put_cluster_node(request).await?;
-            // The one answer that shows a node bearer: it is issued here and stored only hashed.
-            json!({ "node": node_json(&put.node), "bearer": put.bearer.as_ref().map(|bearer| bearer.expose()) })
-        }
-        "listClusterNodes" => {
-            let mut nodes = Vec::new();
-            for stored in controller.list_cluster_nodes(request).await? {
-                let (session, connected) = controller.node_session_status(&stored.cluster_id, &stored.node.id).await?;
-                nodes.push(json!({
-                    "id": stored.node.id,
-                    "hostAddresses": stored.node.host_addresses,
-                    "session": session.as_ref().map(|session| session.to_value()),
-                    "connected": connected,
-                }));
-            }
-            json!({ "nodes": nodes })
-        }
-        "putServiceRuntimeSpec" => json!({ "spec": controller.put_service_runtime_spec(request).await? }),
-        "getServiceRuntimeSpec" => json!({ "spec": controller.get_service_runtime_spec(request).await? }),
-        "deleteService" => {
-            controller.delete_service(request).await?;
-            json!({ "deleted": true })
-        }
-        "issueClusterRelayCredential" => {
-            let issued = controller.issue_cluster_relay_credential(request).await?;
-            // The one answer that shows a relay bearer: it is issued here and stored only hashed.
-            json!({ "relay": issued.relay.to_json(), "bearer": issued.bearer.expose() })
-        }
-        "connectClusterRelay" => {
-            let connected = controller.connect_cluster_relay(request).await?;
-            // The one answer that shows a connection token: it is stored only hashed.
-            json!({
-                "connection": relays::connection_json(&connected.connection),
-                "token": connected.token.expose(),
-                "leaseMs": connected.lease_ms,
-            })
-        }
-        "heartbeatClusterRelay" => {
-            let connection = controller.heartbeat_cluster_relay(request, auth_jwt).await?;
-            json!({
-                "connection": relays::connection_json(&connection),
-                "leaseMs": controller.settings.relay_lease_ms,
-            })
-        }
-        "getClusterIngressRouteTable" => {
-            let table = controller.get_cluster_ingress_route_table(request, auth_jwt).await?;
-            json!({ "table": relays::route_table_json(table.as_ref()) })
-        }
-        "putClusterIngressRoute" => {
-            let table = controller.put_cluster_ingress_route(request).await?;
-            json!({ "table": relays::route_table_json(Some(&table)) })
-        }
-        "deleteClusterIngressRoute" => {
-            let table = controller.delete_cluster_ingress_route(request).await?;
-            json!({ "table": relays::route_table_json(table.as_ref()) })
-        }
-        "getClusterIngressRoutes" => {
-            let table = controller.get_cluster_ingress_routes(request).await?;
-            json!({ "table": relays::route_table_json(table.as_ref()) })
-        }
-        "getControllerSigningKeys" => {
-            // Anyone may ask; an identity a client attaches to every call is ignored.
-            if let Some(key) = request.keys().find(|key| *key != "identity") {
-                let key: String = key.chars().take(64).collect();
-                return Err(ApiError::request_invalid(vec![format!("request has an unknown member {key:?}")]));
-            }
-            let public_key = controller.keys.signing.verifying_key();
-            json!({ "keys": [{
-                "keyId": key_id(&public_key),
-                "algorithm": "ed25519",
-                "publicKey": encode_public_key(&public_key),
-                "activeSince": controller.keys.signing_active_since,
-                "retiredAt": null,
-            }] })
-        }
-        _ => return Err(ApiError::unknown_method()),
-    };
-    Ok(response)
+    let method = find(method).ok_or_else(ApiError::unknown_method)?;
+    method.call(controller, Transport::Http, Ok(request), auth_jwt).await
 }
 
 #[cfg(test)]
@@ -213,7 +487,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_method_list_is_sorted_and_unique() {
-        assert!(METHODS.windows(2).all(|pair| pair[0] < pair[1]));
+    fn the_method_table_is_sorted_by_name_and_unique() {
+        assert!(METHODS.windows(2).all(|pair| pair[0].name < pair[1].name));
+        assert!(METHODS.iter().all(|method| find(method.name).is_some_and(|found| found.name == method.name)));
+        assert!(find("dropAllTables").is_none());
     }
 }

@@ -3,12 +3,15 @@
 //! **Architecture invariant: only this module knows HTTP.** `router(state)` is split from `main`
 //! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
 
+pub mod answers;
+pub mod envelope;
 pub mod error;
 pub mod limits;
 pub mod methods;
+pub mod requests;
 pub mod socket;
 
-use crate::domain::Controller;
+use crate::domain::{Controller, DomainError};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -22,7 +25,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use limits::Limits;
 
@@ -142,36 +145,24 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
         }
         Err(_) => return malformed(),
     };
-    let Ok(Value::Object(envelope)) = serde_json::from_slice::<Value>(&body) else {
-        return malformed();
-    };
-    let Some(method) = envelope.get("method").and_then(Value::as_str) else {
-        return malformed();
-    };
-    let Some(request) = envelope.get("request") else {
-        return malformed();
-    };
+    let Ok(text) = std::str::from_utf8(&body) else { return malformed() };
+    let Ok(envelope) = envelope::read_request(text) else { return malformed() };
+    let method = methods::find(&envelope.method);
     // Metric labels are bounded: an unknown method is counted as "unknown".
-    let method_label = if methods::is_known(method) { method.to_owned() } else { "unknown".to_owned() };
+    let method_label = method.map_or("unknown", |method| method.name);
     let started = Instant::now();
-    let auth_jwt = envelope.get("authInfo").and_then(|auth| auth.get("jwt")).and_then(Value::as_str);
-    // The long poll of `getClusterIngressRouteTable` is exempt from the request timeout for as
-    // long as it may hold a call (`02-wire.md`, "Limits").
-    let timeout = if method == "getClusterIngressRouteTable" {
-        state.limits.request_timeout + Duration::from_millis(state.controller.settings.route_table_long_poll_ms)
-    } else {
-        state.limits.request_timeout
+    let controller = &state.controller;
+    let timeout = method.map_or(state.limits.request_timeout, |method| method.time_limit(&state.limits, controller));
+    let call = async {
+        let method = method.ok_or_else(ApiError::unknown_method)?;
+        let request = envelope.request.as_ref().map_err(|rule| *rule);
+        method.call(controller, methods::Transport::Http, request, envelope.auth_jwt.as_deref()).await
     };
-    let outcome = match tokio::time::timeout(
-        timeout,
-        methods::call_with_auth(&state.controller, method, request, auth_jwt),
-    )
-    .await
-    {
+    let outcome = match tokio::time::timeout(timeout, call).await {
         Ok(outcome) => outcome,
         Err(_) => {
             tracing::warn!(method = %method_label, "request timed out");
-            Err(ApiError::from(timed_out(&state.controller, method)))
+            Err(method.map_or_else(|| DomainError::StoreUnavailable.into(), |method| method.timed_out(controller)))
         }
     };
     let code = match &outcome {
@@ -181,43 +172,26 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     if code == "store-unavailable" {
         metrics::counter!("cloudly_store_errors_total").increment(1);
     }
-    metrics::counter!("cloudly_requests_total", "method" => method_label.clone(), "outcome" => code.clone())
-        .increment(1);
-    if method == "registerClusterIngress" {
-        // The reason is one of eight fixed words; never anything the caller sent.
+    metrics::counter!("cloudly_requests_total", "method" => method_label, "outcome" => code.clone()).increment(1);
+    if method.is_some_and(methods::Method::reads_plain_data) {
+        // `registerClusterIngress`: the reason is one of eight fixed words; never anything the
+        // caller sent.
         let outcome = match &outcome {
             Ok(_) => "accepted",
             Err(error) => error.data["reason"].as_str().unwrap_or(error.code()),
         };
         metrics::counter!("cloudly_ingress_registrations_total", "outcome" => outcome.to_owned()).increment(1);
     }
-    metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label.clone())
+    metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label)
         .record(started.elapsed().as_secs_f64());
     tracing::info!(method = %method_label, outcome = %code, elapsed_ms = started.elapsed().as_millis() as u64, "typed request");
-    axum::Json(answer_envelope(method, &envelope, outcome)).into_response()
-}
-
-/// The answer to a request that ran out of time: `not-ready` for `registerClusterIngress`
-/// (its refusals are its own), `store-unavailable` for every other method.
-fn timed_out(controller: &Controller, method: &str) -> crate::domain::DomainError {
-    use crate::contract::registration::RefusalReason;
-    if method == "registerClusterIngress" {
-        crate::domain::DomainError::RegistrationRefused(
-            controller.settings.registration_retry_after.refusal(RefusalReason::NotReady),
-        )
-    } else {
-        crate::domain::DomainError::StoreUnavailable
-    }
+    axum::Json(answer_envelope(&envelope.method, envelope.correlation, outcome)).into_response()
 }
 
 /// The answer envelope: the method, the correlation with `phase: "response"`, and either the
 /// response or the error. The request is not echoed: it may carry an identity token, and no
 /// answer carries a token. Unknown envelope keys are not echoed either.
-pub fn answer_envelope(method: &str, envelope: &Map<String, Value>, outcome: Result<Value, ApiError>) -> Value {
-    let mut correlation = match envelope.get("correlation") {
-        Some(Value::Object(correlation)) => correlation.clone(),
-        _ => Map::new(),
-    };
+pub fn answer_envelope(method: &str, mut correlation: Map<String, Value>, outcome: Result<Value, ApiError>) -> Value {
     correlation.insert("phase".to_owned(), Value::String("response".to_owned()));
     match outcome {
         Ok(response) => json!({

@@ -1,26 +1,29 @@
 //! `GET /typedsocket` (`02-wire.md`, "Transports"; `04-registration.md`, "Node sessions and
 //! assignments"): a WebSocket on which every text frame is one TypedRequest envelope, both ways.
 //!
-//! Incoming `phase: "request"` envelopes are dispatched: the node methods here (the socket is
-//! their principal), every other method as on `POST /typedrequest`. Incoming `phase: "response"`
-//! envelopes complete the controller's own requests (sent through the socket's link in the
-//! [`NodeLinks`](crate::domain::sessions::NodeLinks) registry) by `correlation.id`.
+//! Incoming `phase: "request"` envelopes are read like `POST /typedrequest` bodies
+//! (`api::envelope`) and answered by the method table (`api::methods`): the node methods only
+//! here (the socket is their principal), every other method as over HTTP but without
+//! `authInfo`. Incoming `phase: "response"` envelopes complete the controller's own requests
+//! (sent through the socket's link in the [`NodeLinks`](crate::domain::sessions::NodeLinks)
+//! registry) by `correlation.id`.
 //!
 //! Liveness ([`Liveness`](crate::domain::sessions::Liveness)): a ping every 15 s; a socket silent
 //! (no frame at all, pongs included) for 45 s is closed. Frames and messages are at most [`MAX_FRAME_BYTES`]. A
 //! socket whose session is superseded by a newer open, and every socket when the server stops,
 //! is closed with a close frame.
 
+use super::envelope::{self, Frame};
 use super::error::ApiError;
-use super::{AppState, answer_envelope, methods};
+use super::methods::{self, Transport};
+use super::{AppState, answer_envelope};
 use crate::contract::session::RuntimeSessionReference;
-use crate::contract::signing::signed_to_value;
-use crate::domain::DomainError;
 use crate::domain::sessions::LinkCommand;
+use crate::domain::{Controller, DomainError};
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -29,17 +32,29 @@ use tokio::sync::{mpsc, oneshot};
 /// The largest frame and message, both ways (16 MiB).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
-/// What the dispatch tasks of one socket share.
-struct SocketContext {
+/// One node socket, as the node methods see it: the session opened on it, and its link in the
+/// controller's registry. Shared by the dispatch tasks of the socket.
+pub struct NodeSocket {
     state: AppState,
     link_id: u64,
     commands: mpsc::UnboundedSender<LinkCommand>,
     session: Mutex<Option<RuntimeSessionReference>>,
 }
 
-impl SocketContext {
-    fn session(&self) -> Option<RuntimeSessionReference> {
+impl NodeSocket {
+    /// The session opened on this socket, if any.
+    pub fn session(&self) -> Option<RuntimeSessionReference> {
         self.session.lock().expect("the socket session lock is never poisoned").clone()
+    }
+
+    /// Makes `session` (just opened) this socket's session and the socket its node's link,
+    /// replacing the link of a session this socket opened before.
+    pub fn attach(&self, controller: &Controller, session: &RuntimeSessionReference) {
+        let previous = self.session.lock().expect("the socket session lock is never poisoned").replace(session.clone());
+        if let Some(previous) = previous {
+            controller.links.detach(self.link_id, &previous.cluster_id, &previous.node_id);
+        }
+        controller.links.attach(self.link_id, session, self.commands.clone());
     }
 }
 
@@ -73,7 +88,7 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
     let link_id = state.controller.links.register(commands_tx.clone());
     let (frames_tx, mut frames) = mpsc::unbounded_channel::<Message>();
     let context =
-        Arc::new(SocketContext { state: state.clone(), link_id, commands: commands_tx, session: Mutex::new(None) });
+        Arc::new(NodeSocket { state: state.clone(), link_id, commands: commands_tx, session: Mutex::new(None) });
     let mut pending: HashMap<String, oneshot::Sender<Result<Value, Value>>> = HashMap::new();
     let liveness = state.controller.links.liveness();
     let mut ping =
@@ -158,95 +173,54 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
 /// its own task (its answer comes back through `frames`). Answers a frame to send at once (the
 /// refusal of a malformed envelope), if any.
 fn receive_text(
-    context: &Arc<SocketContext>,
+    context: &Arc<NodeSocket>,
     frames: &mpsc::UnboundedSender<Message>,
     pending: &mut HashMap<String, oneshot::Sender<Result<Value, Value>>>,
     text: &str,
 ) -> Option<Message> {
-    let Ok(Value::Object(envelope)) = serde_json::from_str::<Value>(text) else {
-        return Some(malformed_frame());
-    };
-    let correlation = envelope.get("correlation");
-    if correlation.and_then(|correlation| correlation.get("phase")).and_then(Value::as_str) == Some("response") {
-        let id = correlation.and_then(|correlation| correlation.get("id")).and_then(Value::as_str);
-        if let Some(reply) = id.and_then(|id| pending.remove(id)) {
-            let answer = match envelope.get("error") {
-                Some(error) if !error.is_null() => Err(error.clone()),
-                _ => Ok(envelope.get("response").cloned().unwrap_or(Value::Null)),
-            };
-            let _ = reply.send(answer);
+    let envelope = match envelope::read_frame(text) {
+        Ok(Frame::Request(envelope)) => envelope,
+        Ok(Frame::Response { id, answer }) => {
+            if let Some(reply) = id.and_then(|id| pending.remove(&id)) {
+                let _ = reply.send(answer);
+            }
+            return None;
         }
-        return None;
-    }
-    let (Some(method), Some(_)) = (envelope.get("method").and_then(Value::as_str), envelope.get("request")) else {
-        return Some(malformed_frame());
+        Err(envelope::Malformed) => return Some(malformed_frame()),
     };
-    let permit = match super::limits::admit_socket_request(&context.state, method, &envelope) {
+    let permit = match super::limits::admit_socket_request(&context.state, &envelope) {
         Ok(permit) => permit,
         Err(shed) => return Some(shed),
     };
-    let method = method.to_owned();
     let context = context.clone();
     let frames = frames.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        let request = &envelope["request"];
-        let timeout = context.state.limits.request_timeout;
-        let outcome = match tokio::time::timeout(timeout, dispatch(&context, &method, request)).await {
+        let controller = &context.state.controller;
+        let method = methods::find(&envelope.method);
+        let timeout = method.map_or(context.state.limits.request_timeout, |method| {
+            method.time_limit(&context.state.limits, controller)
+        });
+        // The relay principal (`authInfo.jwt`) is not taken on a node's socket.
+        let call = async {
+            let method = method.ok_or_else(ApiError::unknown_method)?;
+            method
+                .call(controller, Transport::Socket(&context), envelope.request.as_ref().map_err(|rule| *rule), None)
+                .await
+        };
+        let outcome = match tokio::time::timeout(timeout, call).await {
             Ok(outcome) => outcome,
             Err(_) => {
-                tracing::warn!(method = %method, "socket request timed out");
-                Err(ApiError::from(DomainError::StoreUnavailable))
+                tracing::warn!(method = %envelope.method, "socket request timed out");
+                Err(method.map_or_else(|| DomainError::StoreUnavailable.into(), |method| method.timed_out(controller)))
             }
         };
         let code = outcome.as_ref().map_or_else(|error| error.code().to_owned(), |_| "ok".to_owned());
         // Metric labels are bounded: an unknown method is counted as "unknown".
-        let label = if methods::is_known(&method) { method.clone() } else { "unknown".to_owned() };
+        let label = method.map_or("unknown", |method| method.name);
         metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => code.clone()).increment(1);
-        tracing::info!(method = %method, outcome = %code, "socket request");
-        let _ = frames.send(text_frame(&answer_envelope(&method, &envelope, outcome)));
+        tracing::info!(method = %envelope.method, outcome = %code, "socket request");
+        let _ = frames.send(text_frame(&answer_envelope(&envelope.method, envelope.correlation, outcome)));
     });
     None
-}
-
-fn request_object(request: &Value) -> Result<&Map<String, Value>, ApiError> {
-    request.as_object().ok_or_else(|| ApiError::request_invalid(vec!["request must be an object".to_owned()]))
-}
-
-/// Answers one request received on the socket.
-async fn dispatch(context: &SocketContext, method: &str, request: &Value) -> Result<Value, ApiError> {
-    let controller = &context.state.controller;
-    let response = match method {
-        "openRuntimeSession" => {
-            let session = controller.open_runtime_session(request_object(request)?).await?;
-            let previous =
-                context.session.lock().expect("the socket session lock is never poisoned").replace(session.clone());
-            if let Some(previous) = previous {
-                controller.links.detach(context.link_id, &previous.cluster_id, &previous.node_id);
-            }
-            controller.links.attach(context.link_id, &session, context.commands.clone());
-            json!({ "session": session.to_value() })
-        }
-        "getRuntimeAssignments" => {
-            let assignments =
-                controller.get_runtime_assignments(context.session().as_ref(), request_object(request)?).await?;
-            let assignments: Vec<Value> = assignments.iter().map(signed_to_value).collect();
-            json!({ "assignments": assignments })
-        }
-        "resolveRuntimeSecretBindings" => {
-            let values = controller
-                .resolve_runtime_secret_bindings(context.session().as_ref(), request_object(request)?)
-                .await?;
-            // The one answer that carries secret values: to the node's current session only.
-            let values: Vec<Value> =
-                values.iter().map(|(name, value)| json!({ "name": name, "value": value.expose() })).collect();
-            json!({ "values": values })
-        }
-        "reportRuntimeAssignmentState" => {
-            controller.report_runtime_assignment_state(context.session().as_ref(), request_object(request)?).await?;
-            json!({ "recorded": true })
-        }
-        _ => return methods::call(controller, method, request).await,
-    };
-    Ok(response)
 }

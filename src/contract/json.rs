@@ -7,7 +7,8 @@
 //!   ±(2^53−1) makes the text an invalid record.
 //! * [`parse_plain_text`] reads plain data (registrations, refusals, statuses): numbers such as
 //!   `1.5` survive so that the validator of the field names them; only duplicate keys are refused,
-//!   because a value with two answers for one key has no single meaning.
+//!   because a value with two answers for one key has no single meaning, and numbers no JSON
+//!   value holds (`1e400`, [`TextError::NumberNotSafeInteger`] in both readers).
 //!
 //! [`canonical`] writes RFC 8785 (JCS) restricted to the contract's values. It is hand-written
 //! because the contract needs exactly the restricted form (integers only, UTF-16 key order) and
@@ -67,12 +68,15 @@ fn parse_with(text: &str, mode: Mode) -> Result<Value, TextError> {
 
 const DUPLICATE_MARK: &str = "contract: duplicate key";
 const NUMBER_MARK: &str = "contract: number is not a safe integer";
+/// serde_json's own refusal of a number no `f64` holds (`1e400`), raised before any visitor sees
+/// the number: such a number lies outside ±(2^53−1) too.
+const OUT_OF_RANGE_MARK: &str = "number out of range";
 
 fn classify(error: serde_json::Error) -> TextError {
     let text = error.to_string();
     if text.starts_with(DUPLICATE_MARK) {
         TextError::DuplicateKey
-    } else if text.starts_with(NUMBER_MARK) {
+    } else if text.starts_with(NUMBER_MARK) || text.starts_with(OUT_OF_RANGE_MARK) {
         TextError::NumberNotSafeInteger
     } else {
         TextError::NotJson(text)
@@ -303,6 +307,8 @@ mod tests {
         assert_eq!(parse_record_text("[9007199254740992]"), Err(TextError::NumberNotSafeInteger));
         assert_eq!(parse_record_text("[-9007199254740992]"), Err(TextError::NumberNotSafeInteger));
         assert_eq!(parse_record_text("[123456789012345678901234567890]"), Err(TextError::NumberNotSafeInteger));
+        assert_eq!(parse_record_text(r#"{"a":1e400}"#), Err(TextError::NumberNotSafeInteger));
+        assert_eq!(parse_record_text(&format!("[-1{}]", "0".repeat(400))), Err(TextError::NumberNotSafeInteger));
         assert!(parse_record_text("[9007199254740991, -9007199254740991, -1, 0]").is_ok());
         assert!(matches!(parse_record_text("{"), Err(TextError::NotJson(_))));
         assert!(matches!(parse_record_text("{} x"), Err(TextError::NotJson(_))));
@@ -312,6 +318,8 @@ mod tests {
     fn plain_text_keeps_fractions_but_refuses_duplicates() {
         assert_eq!(parse_plain_text(r#"{"a":1.5}"#).unwrap()["a"], serde_json::json!(1.5));
         assert_eq!(parse_plain_text(r#"{"a":1,"a":1}"#), Err(TextError::DuplicateKey));
+        // A number no JSON value holds has no value to judge.
+        assert_eq!(parse_plain_text(r#"{"a":1e400}"#), Err(TextError::NumberNotSafeInteger));
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //! lock, so concurrent reconciles (also in other processes) never issue two different
 //! generations with one number.
 
-use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks, reference_member, string_member};
-use super::{Controller, DomainError, request_members};
+use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
+use super::{Controller, DomainError};
 use crate::contract::assignment::{
     EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
 };
@@ -29,12 +29,12 @@ use crate::contract::reader::compare_bytes;
 use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
-use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
+use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
 use crate::keys::ControllerKeys;
 use crate::store::SharedStore;
 use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState};
 use ed25519_dalek::SigningKey;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -87,6 +87,24 @@ pub fn is_ready_under(reported: &ReportedState, session: &RuntimeSessionReferenc
 
 /// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
 pub const ASSIGNMENTS_KIND: &str = "assignments";
+
+/// `resolveRuntimeSecretBindings`: `{ session, assignment }`; the session is checked first
+/// ([`Controller::check_node_session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveRuntimeSecretBindingsRequest {
+    /// The assignment generation whose secret bindings to resolve.
+    pub assignment: AuthorityReference,
+}
+
+/// `reportRuntimeAssignmentState`: `{ session, assignment, state }`; the session is checked
+/// first ([`Controller::check_node_session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportRuntimeAssignmentStateRequest {
+    /// The assignment generation reported on.
+    pub assignment: AuthorityReference,
+    /// Its state.
+    pub state: AssignmentState,
+}
 
 /// The stable id of replica `index` of a service: `asg-` + 40 hex digits of
 /// SHA-256(cluster ∥ 0 ∥ service ∥ 0 ∥ index).
@@ -492,14 +510,12 @@ impl Controller {
     }
 
     /// `getRuntimeAssignments`: `{ session }` → `{ assignments }`, the node's current set,
-    /// reconciled first, sorted by `payload.id`.
+    /// reconciled first, sorted by `payload.id`. `session` is the one
+    /// [`Controller::check_node_session`] answered.
     pub async fn get_runtime_assignments(
         &self,
-        socket_session: Option<&RuntimeSessionReference>,
-        request: &Map<String, Value>,
+        session: &RuntimeSessionReference,
     ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
-        request_members(request, &["session"], &[])?;
-        let session = self.check_node_session(socket_session, request).await?;
         let changed = self.reconcile_assignments(&session.cluster_id).await?;
         self.reconciler.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
@@ -516,15 +532,13 @@ impl Controller {
     /// `resolveRuntimeSecretBindings`: `{ session, assignment }` → the `(name, value)` of every
     /// secret binding of that assignment. Only for an assignment of the node's current set (the
     /// reference equal in id, generation and digest); any other is `not-found` (`what:
-    /// "assignment"`).
+    /// "assignment"`). `session` is the one [`Controller::check_node_session`] answered.
     pub async fn resolve_runtime_secret_bindings(
         &self,
-        socket_session: Option<&RuntimeSessionReference>,
-        request: &Map<String, Value>,
+        session: &RuntimeSessionReference,
+        request: ResolveRuntimeSecretBindingsRequest,
     ) -> Result<Vec<(String, super::secrets::Bearer)>, DomainError> {
-        request_members(request, &["session", "assignment"], &[])?;
-        let session = self.check_node_session(socket_session, request).await?;
-        let reference = reference_member(request, "assignment")?;
+        let ResolveRuntimeSecretBindingsRequest { assignment: reference } = request;
         let current = self.store.node_assignments(&session.cluster_id, &session.node_id).await?;
         let assignment = current
             .into_iter()
@@ -552,18 +566,14 @@ impl Controller {
     /// `reportRuntimeAssignmentState`: `{ session, assignment, state }` → `{ recorded: true }`.
     /// The assignment generation must have been issued to this node (reference equal in id,
     /// generation and digest), else `not-found` (`what: "assignment"`); the state is recorded
-    /// for that generation with the reporting session.
+    /// for that generation with the reporting session, the one [`Controller::check_node_session`]
+    /// answered.
     pub async fn report_runtime_assignment_state(
         &self,
-        socket_session: Option<&RuntimeSessionReference>,
-        request: &Map<String, Value>,
+        session: &RuntimeSessionReference,
+        request: ReportRuntimeAssignmentStateRequest,
     ) -> Result<(), DomainError> {
-        request_members(request, &["session", "assignment", "state"], &[])?;
-        let session = self.check_node_session(socket_session, request).await?;
-        let reference = reference_member(request, "assignment")?;
-        let state = AssignmentState::parse(string_member(request, "state")?).ok_or_else(|| {
-            DomainError::RequestInvalid(vec!["request state must be starting, ready, failed or stopped".to_owned()])
-        })?;
+        let ReportRuntimeAssignmentStateRequest { assignment: reference, state } = request;
         let stored = self
             .store
             .get_assignment(&session.cluster_id, &reference.id, reference.generation)
@@ -578,7 +588,7 @@ impl Controller {
                 &stored.signed.payload.id,
                 stored.signed.payload.generation,
                 state.as_str(),
-                &session,
+                session,
                 self.clock.now_ms(),
             )
             .await?;

@@ -1,27 +1,26 @@
 //! `designateClusterIngress`, `getClusterIngressDesignation`, `listClusterIngressDesignations`
 //! (`03-designation.md`).
 //!
-//! The judgement order is the spec's: identity, request shape, then — on facts the store read at
-//! one snapshot — replay (a recorded mutation id is answered before the judge is asked),
-//! cluster, runtime, designation kind, service, spec revision, expected designation, and the
-//! write. The compare-and-swap is [`commit_designation`]: the store's guarded write holds only
+//! The judgement order is the spec's: identity and request shape (both checked by `api` before
+//! the domain is called, so the request arrives as the contract's snapshot), then — on facts the
+//! store read at one snapshot — replay (a recorded mutation id is answered before the judge is
+//! asked), cluster, runtime, designation kind, service, spec revision, expected designation, and
+//! the write. The compare-and-swap is [`commit_designation`]: the store's guarded write holds only
 //! while those facts are unchanged; otherwise the facts are read again under the cluster's lock
 //! and judged again. The judge is pure, so being asked twice is harmless.
 
-use super::identity::Access;
+use super::identity::Caller;
 use super::secrets::{self, Bearer};
-use super::{Controller, DomainError, id_member, request_members};
+use super::{ClusterRequest, Controller, DomainError};
 use crate::contract::AuthorityReference;
 use crate::contract::designation::ClusterRuntimeReference;
 use crate::contract::designation::{
     ClusterIngressDesignation, ClusterIngressDesignationRequest, CredentialReference, SecretVersionReference,
-    snapshot_cluster_ingress_designation_request,
 };
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::json::canonical;
 use crate::contract::{DigestedRecord, Id, Sha256Digest};
 use crate::store::{DesignationSnapshot, DesignationWrite, MissingKind, Store, StoreError};
-use serde_json::{Map, Value};
 
 /// The prefix of managed ingress bearers (`szci_` + 43 base64url characters = 256 random bits).
 pub const INGRESS_BEARER_PREFIX: &str = "szci_";
@@ -46,23 +45,35 @@ pub struct DesignationPage {
     pub next_generation: Option<u64>,
 }
 
+/// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListClusterIngressDesignationsRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The first generation to answer (a generation ≥ 1), `None` for 1.
+    pub from_generation: Option<u64>,
+    /// The page size (1 to [`MAX_DESIGNATION_PAGE`]), `None` for [`DEFAULT_DESIGNATION_PAGE`].
+    pub limit: Option<u64>,
+}
+
+/// The most designations one `listClusterIngressDesignations` answers.
+pub const MAX_DESIGNATION_PAGE: u64 = 500;
+
+/// The page size of `listClusterIngressDesignations` without `limit`.
+pub const DEFAULT_DESIGNATION_PAGE: u64 = 100;
+
 fn fresh_id(prefix: &str) -> Id {
     Id::parse(&format!("{prefix}-{}", uuid::Uuid::new_v4().simple())).expect("a uuid id is an Id")
 }
 
 impl Controller {
-    /// `designateClusterIngress`: `{ identity, designation }` → `{ designation, spec, replayed }`.
+    /// `designateClusterIngress` (admin, operator): `{ identity, designation }` →
+    /// `{ designation, spec, replayed }`. `caller` (the verified identity) is the actor.
     pub async fn designate_cluster_ingress(
         &self,
-        request: &Map<String, Value>,
+        caller: &Caller,
+        designation_request: ClusterIngressDesignationRequest,
     ) -> Result<DesignationAnswer, DomainError> {
-        let caller = self.authorize(request, Access::Designate)?;
-        // Unknown members are named; a missing `designation` fails the seed's snapshot like any
-        // other malformed request (`request-invalid` with its one message).
-        request_members(request, &[], &["designation"])?;
-        let designation_request =
-            snapshot_cluster_ingress_designation_request(request.get("designation").unwrap_or(&Value::Null))
-                .map_err(|rejected| DomainError::RequestInvalid(vec![rejected.to_string()]))?;
         let request_canonical = canonical(&serde_json::to_value(&designation_request).expect("requests serialize"))
             .expect("requests are canonical");
 
@@ -139,44 +150,24 @@ impl Controller {
         }
     }
 
-    /// `getClusterIngressDesignation`: `{ identity, clusterId }` → `{ designation | null }`.
+    /// `getClusterIngressDesignation` (every role) → `{ designation | null }`.
     pub async fn get_cluster_ingress_designation(
         &self,
-        request: &Map<String, Value>,
+        request: ClusterRequest,
     ) -> Result<Option<ClusterIngressDesignation>, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
+        let ClusterRequest { cluster_id } = request;
         self.store.cluster_designation(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
     }
 
-    /// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }` →
-    /// `{ designations, nextGeneration }`, oldest first.
+    /// `listClusterIngressDesignations` (every role) → `{ designations, nextGeneration }`,
+    /// oldest first.
     pub async fn list_cluster_ingress_designations(
         &self,
-        request: &Map<String, Value>,
+        request: ListClusterIngressDesignationsRequest,
     ) -> Result<DesignationPage, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &["fromGeneration", "limit"])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let mut violations = Vec::new();
-        let from_generation = match request.get("fromGeneration") {
-            None => 1,
-            Some(value) => crate::contract::reader::generation(value).unwrap_or_else(|_| {
-                violations.push("request fromGeneration must be a generation (an integer ≥ 1)".to_owned());
-                1
-            }),
-        };
-        let limit = match request.get("limit") {
-            None => 100,
-            Some(value) => crate::contract::reader::counter_in(value, 1, 500).unwrap_or_else(|_| {
-                violations.push("request limit must be an integer from 1 to 500".to_owned());
-                1
-            }),
-        };
-        if !violations.is_empty() {
-            return Err(DomainError::RequestInvalid(violations));
-        }
+        let cluster_id = request.cluster_id;
+        let from_generation = request.from_generation.unwrap_or(1);
+        let limit = request.limit.unwrap_or(DEFAULT_DESIGNATION_PAGE);
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         // One more than asked tells whether a next page exists.
         let mut designations = self.store.list_designations(&cluster_id, from_generation, limit as u32 + 1).await?;

@@ -1,15 +1,12 @@
 //! The inventory methods of `07-inventory.md`: organizations, clusters, nodes, service runtime
 //! specs. Writes are `admin`; reads every role. Replacing writes are compare-and-swaps.
 
-use super::identity::Access;
 use super::secrets::Bearer;
-use super::{Controller, DomainError, id_member, request_members};
-use crate::contract::inventory::{
-    ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization, parse_service_spec_body,
-};
-use crate::contract::reader;
+use super::sessions::NodeSessionStatus;
+use super::{ClusterRequest, Controller, DomainError};
+use crate::contract::Id;
+use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::store::{MissingKind, PutOutcome, StoredCluster, StoredNode, StoredOrganization};
-use serde_json::{Map, Value};
 
 /// The prefix of node bearers (`sznb_` + 256 random bits).
 pub const NODE_BEARER_PREFIX: &str = "sznb_";
@@ -24,30 +21,83 @@ pub struct NodePut {
     pub bearer: Option<Bearer>,
 }
 
-fn expected_revision(request: &Map<String, Value>) -> Result<Option<u64>, DomainError> {
-    reader::nullable(&request["expectedRevision"], reader::counter)
-        .map_err(|_| DomainError::RequestInvalid(vec!["request expectedRevision must be null or a counter".to_owned()]))
+/// One node of `listClusterNodes`: the node and its session status.
+#[derive(Debug, Clone)]
+pub struct NodeListing {
+    /// The node.
+    pub node: StoredNode,
+    /// Its current session, and whether its socket is connected to this process.
+    pub status: NodeSessionStatus,
 }
 
-fn member<'a>(request: &'a Map<String, Value>, key: &str) -> &'a Value {
-    request.get(key).unwrap_or(&Value::Null)
+/// `putOrganization`: `{ identity, organization }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutOrganizationRequest {
+    /// The organization.
+    pub organization: Organization,
+}
+
+/// `putCluster`: `{ identity, cluster, expectedRevision }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutClusterRequest {
+    /// The cluster.
+    pub cluster: ClusterSpec,
+    /// The revision the caller read, `None` to create.
+    pub expected_revision: Option<u64>,
+}
+
+/// `putClusterNode`: `{ identity, clusterId, node, rotateCredential }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutClusterNodeRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The node.
+    pub node: NodeSpec,
+    /// Issue a new bearer for an existing node.
+    pub rotate_credential: bool,
+}
+
+/// `putServiceRuntimeSpec`: `{ identity, spec, expectedRevision }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutServiceRuntimeSpecRequest {
+    /// The spec body.
+    pub spec: ServiceSpecBody,
+    /// The revision the caller read, `None` to create.
+    pub expected_revision: Option<u64>,
+}
+
+/// `getServiceRuntimeSpec`: `{ identity, clusterId, serviceId, revision? }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetServiceRuntimeSpecRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The service.
+    pub service_id: Id,
+    /// The revision to read, `None` for the current one.
+    pub revision: Option<u64>,
+}
+
+/// `deleteService`: `{ identity, clusterId, serviceId, expectedRevision }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteServiceRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The service.
+    pub service_id: Id,
+    /// The current revision of the service's spec.
+    pub expected_revision: u64,
 }
 
 impl Controller {
-    /// `putOrganization`: `{ identity, organization }` → `{ organization }`.
-    pub async fn put_organization(&self, request: &Map<String, Value>) -> Result<StoredOrganization, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["organization"], &[])?;
-        let organization = parse_organization(member(request, "organization")).map_err(DomainError::RequestInvalid)?;
+    /// `putOrganization` (admin) → `{ organization }`.
+    pub async fn put_organization(&self, request: PutOrganizationRequest) -> Result<StoredOrganization, DomainError> {
+        let PutOrganizationRequest { organization } = request;
         Ok(self.store.put_organization(&organization).await?)
     }
 
-    /// `putCluster`: `{ identity, cluster, expectedRevision }` → `{ cluster }`.
-    pub async fn put_cluster(&self, request: &Map<String, Value>) -> Result<StoredCluster, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["cluster", "expectedRevision"], &[])?;
-        let cluster = parse_cluster(member(request, "cluster")).map_err(DomainError::RequestInvalid)?;
-        let expected = expected_revision(request)?;
+    /// `putCluster` (admin) → `{ cluster }`.
+    pub async fn put_cluster(&self, request: PutClusterRequest) -> Result<StoredCluster, DomainError> {
+        let PutClusterRequest { cluster, expected_revision: expected } = request;
         match self.store.put_cluster(&cluster, expected).await? {
             PutOutcome::Written(stored) => {
                 self.assignments_changed(&stored.cluster.id).await;
@@ -59,29 +109,20 @@ impl Controller {
         }
     }
 
-    /// `getCluster`: `{ identity, clusterId }` → `{ cluster }`.
-    pub async fn get_cluster(&self, request: &Map<String, Value>) -> Result<StoredCluster, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
+    /// `getCluster` (every role) → `{ cluster }`.
+    pub async fn get_cluster(&self, request: ClusterRequest) -> Result<StoredCluster, DomainError> {
+        let ClusterRequest { cluster_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
     }
 
-    /// `listClusters`: `{ identity }` → `{ clusters }`.
-    pub async fn list_clusters(&self, request: &Map<String, Value>) -> Result<Vec<StoredCluster>, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &[], &[])?;
+    /// `listClusters` (every role): `{ identity }` → `{ clusters }`.
+    pub async fn list_clusters(&self) -> Result<Vec<StoredCluster>, DomainError> {
         Ok(self.store.list_clusters().await?)
     }
 
-    /// `putClusterNode`: `{ identity, clusterId, node, rotateCredential }` → `{ node, bearer | null }`.
-    pub async fn put_cluster_node(&self, request: &Map<String, Value>) -> Result<NodePut, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["clusterId", "node", "rotateCredential"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let node = parse_node(member(request, "node")).map_err(DomainError::RequestInvalid)?;
-        let rotate = reader::boolean(member(request, "rotateCredential"))
-            .map_err(|_| DomainError::RequestInvalid(vec!["request rotateCredential must be a boolean".to_owned()]))?;
+    /// `putClusterNode` (admin) → `{ node, bearer | null }`.
+    pub async fn put_cluster_node(&self, request: PutClusterNodeRequest) -> Result<NodePut, DomainError> {
+        let PutClusterNodeRequest { cluster_id, node, rotate_credential: rotate } = request;
         let existing = self.store.get_node(&cluster_id, &node.id).await?;
         let bearer = if rotate || existing.is_none() {
             Some(Bearer::generate(NODE_BEARER_PREFIX).map_err(|_| DomainError::Internal)?)
@@ -100,24 +141,24 @@ impl Controller {
         }
     }
 
-    /// `listClusterNodes`: `{ identity, clusterId }` → `{ nodes }`.
-    pub async fn list_cluster_nodes(&self, request: &Map<String, Value>) -> Result<Vec<StoredNode>, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
+    /// `listClusterNodes` (every role) → `{ nodes }`: each node with its session status.
+    pub async fn list_cluster_nodes(&self, request: ClusterRequest) -> Result<Vec<NodeListing>, DomainError> {
+        let ClusterRequest { cluster_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        Ok(self.store.list_nodes(&cluster_id).await?)
+        let mut listed = Vec::new();
+        for node in self.store.list_nodes(&cluster_id).await? {
+            let status = self.node_session_status(&node.cluster_id, &node.node.id).await?;
+            listed.push(NodeListing { node, status });
+        }
+        Ok(listed)
     }
 
-    /// `putServiceRuntimeSpec`: `{ identity, spec, expectedRevision }` → `{ spec }`.
+    /// `putServiceRuntimeSpec` (admin) → `{ spec }`.
     pub async fn put_service_runtime_spec(
         &self,
-        request: &Map<String, Value>,
+        request: PutServiceRuntimeSpecRequest,
     ) -> Result<ServiceRuntimeSpec, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["spec", "expectedRevision"], &[])?;
-        let body = parse_service_spec_body(member(request, "spec")).map_err(DomainError::RequestInvalid)?;
-        let expected = expected_revision(request)?;
+        let PutServiceRuntimeSpecRequest { spec: body, expected_revision: expected } = request;
         match self.store.put_service_spec(&body, expected).await? {
             PutOutcome::Written(spec) => {
                 self.assignments_changed(&spec.body.cluster_id).await;
@@ -129,20 +170,12 @@ impl Controller {
         }
     }
 
-    /// `getServiceRuntimeSpec`: `{ identity, clusterId, serviceId, revision? }` → `{ spec }`.
+    /// `getServiceRuntimeSpec` (every role) → `{ spec }`.
     pub async fn get_service_runtime_spec(
         &self,
-        request: &Map<String, Value>,
+        request: GetServiceRuntimeSpecRequest,
     ) -> Result<ServiceRuntimeSpec, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId", "serviceId"], &["revision"])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let service_id = id_member(request, "serviceId")?;
-        let revision = request
-            .get("revision")
-            .map(reader::counter)
-            .transpose()
-            .map_err(|_| DomainError::RequestInvalid(vec!["request revision must be a counter".to_owned()]))?;
+        let GetServiceRuntimeSpecRequest { cluster_id, service_id, revision } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         self.store
             .get_service_spec(&cluster_id, &service_id, revision)
@@ -150,14 +183,9 @@ impl Controller {
             .ok_or(DomainError::NotFound(MissingKind::Service))
     }
 
-    /// `deleteService`: `{ identity, clusterId, serviceId, expectedRevision }` → `{ deleted: true }`.
-    pub async fn delete_service(&self, request: &Map<String, Value>) -> Result<(), DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["clusterId", "serviceId", "expectedRevision"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let service_id = id_member(request, "serviceId")?;
-        let expected = reader::counter(member(request, "expectedRevision"))
-            .map_err(|_| DomainError::RequestInvalid(vec!["request expectedRevision must be a counter".to_owned()]))?;
+    /// `deleteService` (admin) → `{ deleted: true }`.
+    pub async fn delete_service(&self, request: DeleteServiceRequest) -> Result<(), DomainError> {
+        let DeleteServiceRequest { cluster_id, service_id, expected_revision: expected } = request;
         match self.store.delete_service(&cluster_id, &service_id, expected).await? {
             PutOutcome::Written(()) => {
                 self.assignments_changed(&cluster_id).await;

@@ -1,7 +1,10 @@
 //! The decisions: who may call what, the designation compare-and-swap, inventory writes.
 //!
-//! **Architecture invariant: the domain knows neither HTTP nor SQL.** It takes parsed JSON
-//! members from `api`, decides with the pure `contract`, and reads and writes through the
+//! **Architecture invariant: the domain knows neither HTTP nor SQL.** Its public methods take
+//! typed requests (structs of validated contract types, defined next to the method that takes
+//! them and parsed by `api`) and the principal they need (a verified [`Caller`], a checked node
+//! session, a [`relays::RelayPrincipal`]); they answer typed values, which `api` alone turns into
+//! wire JSON. They decide with the pure `contract`, and read and write through the
 //! [`Store`](crate::store::Store) trait. Every failure is a [`DomainError`], which `api` alone
 //! turns into an envelope's `error.data`.
 
@@ -19,8 +22,9 @@ use crate::contract::session::{ControllerKind, ControllerReference};
 use crate::contract::{AuthorityReference, Id};
 use crate::keys::ControllerKeys;
 use crate::store::{MissingKind, SharedStore, StoreError};
+use ed25519_dalek::VerifyingKey;
 use identity::{Access, Caller, IdentityVerifier};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -225,46 +229,42 @@ impl Controller {
         self.draining.load(Ordering::SeqCst)
     }
 
-    /// Verifies `request.identity` and the role it needs.
-    pub fn authorize(&self, request: &Map<String, Value>, access: Access) -> Result<Caller, DomainError> {
-        let caller = self.identities.verify(request.get("identity"), self.clock.now_ms()).map_err(|refusal| {
+    /// Verifies `identity` (the request's `identity` member, `None` when absent) and that its
+    /// role allows `access`: `identity-refused` or `identity-forbidden`.
+    pub fn authorize(&self, identity: Option<&Value>, access: Access) -> Result<Caller, DomainError> {
+        let caller = self.identities.verify(identity, self.clock.now_ms()).map_err(|refusal| {
             tracing::info!(reason = %refusal, "identity refused");
             DomainError::IdentityRefused
         })?;
         if caller.role.allows(access) { Ok(caller) } else { Err(DomainError::IdentityForbidden) }
     }
-}
 
-/// A request object with exactly `required` keys plus any of `optional` (besides `identity`),
-/// or `request-invalid` naming the unknown and missing keys (never their values).
-pub fn request_members<'a>(
-    request: &'a Map<String, Value>,
-    required: &[&str],
-    optional: &[&str],
-) -> Result<&'a Map<String, Value>, DomainError> {
-    let mut violations = Vec::new();
-    for key in required {
-        if !request.contains_key(*key) {
-            violations.push(format!("request {key} is required"));
-        }
+    /// `getControllerSigningKeys` (anyone): the keys that sign this controller's runtime records,
+    /// with the time each became active. Retired keys would stay listed; this controller has none.
+    pub fn get_controller_signing_keys(&self) -> Vec<ControllerSigningKey> {
+        vec![ControllerSigningKey {
+            public_key: self.keys.signing.verifying_key(),
+            active_since: self.keys.signing_active_since,
+            retired_at: None,
+        }]
     }
-    for key in request.keys() {
-        if key != "identity" && !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
-            violations.push(format!("request has an unknown member {key:?}", key = truncate(key)));
-        }
-    }
-    if violations.is_empty() { Ok(request) } else { Err(DomainError::RequestInvalid(violations)) }
 }
 
-fn truncate(key: &str) -> String {
-    key.chars().take(64).collect()
+/// One key of `getControllerSigningKeys`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSigningKey {
+    /// The Ed25519 public key.
+    pub public_key: VerifyingKey,
+    /// Milliseconds since the epoch.
+    pub active_since: u64,
+    /// Milliseconds since the epoch, `None` while the key signs.
+    pub retired_at: Option<u64>,
 }
 
-/// Reads an `Id` member or names it.
-pub fn id_member(request: &Map<String, Value>, key: &str) -> Result<Id, DomainError> {
-    request
-        .get(key)
-        .and_then(Value::as_str)
-        .and_then(Id::parse)
-        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be an Id")]))
+/// The request of the methods that name only a cluster (`getCluster`, `listClusterNodes`,
+/// `getClusterIngressDesignation`, `getClusterIngressRoutes`): `{ identity, clusterId }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRequest {
+    /// The cluster.
+    pub cluster_id: Id,
 }

@@ -21,23 +21,21 @@
 //! bearer is hashed once and compared with the stored hash in constant time.
 
 use super::assignments::is_ready_under;
-use super::identity::Access;
 use super::secrets::Bearer;
-use super::{Controller, DomainError, id_member, request_members};
+use super::{Controller, DomainError};
 use crate::contract::assignment::{EnvironmentSource, RuntimeAssignment};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::registration::{
-    CLUSTER_INGRESS_ENVIRONMENT_NAMES, ClusterIngressRegistration, ClusterIngressRegistrationRefusal, RefusalReason,
-    is_retry_after_ms, parse_cluster_ingress_registration, read_protocol_offer,
+    CLUSTER_INGRESS_ENVIRONMENT_NAMES, ClusterIngressRegistration, ClusterIngressRegistrationRefusal, ProtocolOffer,
+    ProtocolRefusal, RefusalReason, is_retry_after_ms,
 };
 use crate::contract::session::RuntimeSessionReference;
-use crate::contract::{Id, NodeId, reader};
+use crate::contract::{Id, NodeId};
 use crate::store::MissingKind;
 use crate::store::registrations::{
     IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, SessionGeneration,
     StoredIngressRegistration,
 };
-use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -118,30 +116,39 @@ pub struct RegistrationAccepted {
     pub route_table_revision: Option<u64>,
 }
 
-/// The wire form of a recorded registration.
-pub fn registration_json(stored: &StoredIngressRegistration) -> Value {
-    let registration = &stored.registration;
-    let mut value = json!({
-        "id": registration.id,
-        "sequence": stored.sequence,
-        "clusterId": registration.cluster_id,
-        "nodeId": registration.node_id,
-        "version": registration.version,
-        "protocolVersion": registration.protocol_version,
-        "relayConnection": {
-            "id": registration.relay.id,
-            "relayId": registration.relay.relay_id,
-            "epoch": registration.relay.epoch,
-        },
-        "designation": registration.designation,
-        "assignment": registration.assignment,
-        "session": { "id": registration.session.id, "generation": registration.session.generation },
-        "registeredAt": registration.registered_at,
-    });
-    if let Some(capabilities) = &registration.capabilities {
-        value["capabilities"] = json!(capabilities);
-    }
-    value
+/// `registerClusterIngress`, read by `api` before the judgement: each part on its own, so the
+/// judge answers the first failing check in the spec's order.
+#[derive(Debug)]
+pub struct RegisterClusterIngressRequest {
+    /// Step 1: the offer (`read_protocol_offer`), or the controller's refusal when it is
+    /// unreadable, another protocol's, or shares no version.
+    pub protocol: Result<ProtocolOffer, ProtocolRefusal>,
+    /// Step 3: the registration (`parse_cluster_ingress_registration`), or its violations.
+    pub registration: Result<ClusterIngressRegistration, Vec<String>>,
+    /// Step 4: the relay's connection token (the envelope's `authInfo.jwt`).
+    pub relay_token: Option<Bearer>,
+}
+
+/// `listClusterIngressRegistrations`: `{ identity, clusterId, nodeId?, before?, limit? }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListClusterIngressRegistrationsRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// Only this node's registrations.
+    pub node_id: Option<NodeId>,
+    /// Only registrations with a smaller `sequence` (the `nextBefore` of the previous page).
+    pub before: Option<u64>,
+    /// The page size (1 to [`MAX_REGISTRATION_PAGE`]), `None` for [`DEFAULT_REGISTRATION_PAGE`].
+    pub limit: Option<u32>,
+}
+
+/// One page of `listClusterIngressRegistrations`, newest first.
+#[derive(Debug, Clone)]
+pub struct RegistrationPage {
+    /// The registrations.
+    pub registrations: Vec<StoredIngressRegistration>,
+    /// The `before` of the next page, `None` at the end.
+    pub next_before: Option<u64>,
 }
 
 /// True when `assignment` carries the designation's current credential: its bearer entry is a
@@ -234,20 +241,20 @@ impl Controller {
         DomainError::RegistrationRefused(self.settings.registration_retry_after.refusal(reason))
     }
 
-    /// `registerClusterIngress`: `request` is the envelope's `request` member as sent (any JSON),
-    /// `auth_jwt` the relay's connection token. Answers the recorded registration, or
-    /// [`DomainError::ProtocolRefused`] / [`DomainError::RegistrationRefused`].
+    /// `registerClusterIngress` (the relay, forwarding): answers the recorded registration, or
+    /// [`DomainError::ProtocolRefused`] / [`DomainError::RegistrationRefused`] for the first
+    /// failing check of the spec's order.
     pub async fn register_cluster_ingress(
         &self,
-        request: &Value,
-        auth_jwt: Option<&str>,
+        request: RegisterClusterIngressRequest,
     ) -> Result<RegistrationAccepted, DomainError> {
-        let offer = read_protocol_offer(request).map_err(|_| DomainError::ProtocolRefused)?;
+        let RegisterClusterIngressRequest { protocol, registration, relay_token } = request;
+        let offer = protocol.map_err(|_| DomainError::ProtocolRefused)?;
         let protocol_version = offer.negotiated_version().expect("an accepted offer shares a version");
         if self.is_draining() {
             return Err(self.registration_refused(RefusalReason::NotReady));
         }
-        match self.judge_registration(request, auth_jwt, protocol_version).await {
+        match self.judge_registration(registration, relay_token.as_ref(), protocol_version).await {
             Ok(accepted) => {
                 let registration = &accepted.registration.registration;
                 tracing::info!(
@@ -281,12 +288,12 @@ impl Controller {
     /// Steps 2–8 of the judgement order.
     async fn judge_registration(
         &self,
-        request: &Value,
-        auth_jwt: Option<&str>,
+        registration: Result<ClusterIngressRegistration, Vec<String>>,
+        relay_token: Option<&Bearer>,
         protocol_version: u64,
     ) -> Result<RegistrationAccepted, Refusal> {
         // 2. registration-invalid
-        let registration: ClusterIngressRegistration = match parse_cluster_ingress_registration(request) {
+        let registration: ClusterIngressRegistration = match registration {
             Ok(registration) => registration,
             Err(violations) => {
                 // The validator never quotes a value, so its violations are safe to log.
@@ -295,10 +302,11 @@ impl Controller {
             }
         };
         // 3. relay-not-connected
-        let Some(token) = auth_jwt else {
+        let Some(token) = relay_token else {
             return Err(self.refused_without_store(RefusalReason::RelayNotConnected).await);
         };
-        let connection = self.elected_relay_connection(token).await?.ok_or(RefusalReason::RelayNotConnected)?;
+        let connection =
+            self.elected_relay_connection(token.expose()).await?.ok_or(RefusalReason::RelayNotConnected)?;
         let cluster_id = &connection.cluster_id;
         // 4.–7. over the facts, read on one connection
         let facts = self.store.registration_facts(cluster_id, &registration.node_id).await?;
@@ -348,44 +356,24 @@ impl Controller {
         }
     }
 
-    /// `listClusterIngressRegistrations`: `{ identity, clusterId, nodeId?, before?, limit? }` →
-    /// the cluster's accepted registrations, newest first, and the `before` of the next page.
+    /// `listClusterIngressRegistrations` (every role) → the cluster's accepted registrations,
+    /// newest first, and the `before` of the next page.
     pub async fn list_cluster_ingress_registrations(
         &self,
-        request: &Map<String, Value>,
-    ) -> Result<(Vec<StoredIngressRegistration>, Option<u64>), DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &["nodeId", "before", "limit"])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let invalid = |violation: &str| DomainError::RequestInvalid(vec![violation.to_owned()]);
-        let node_id = match request.get("nodeId") {
-            None => None,
-            Some(value) => {
-                Some(value.as_str().and_then(NodeId::parse).ok_or_else(|| invalid("request nodeId must be a NodeId"))?)
-            }
-        };
-        let before = match request.get("before") {
-            None => None,
-            Some(value) => Some(reader::counter(value).map_err(|_| invalid("request before must be a counter"))?),
-        };
-        let limit = match request.get("limit") {
-            None => DEFAULT_REGISTRATION_PAGE,
-            Some(value) => value
-                .as_u64()
-                .filter(|limit| (1..=u64::from(MAX_REGISTRATION_PAGE)).contains(limit))
-                .map(|limit| limit as u32)
-                .ok_or_else(|| invalid("request limit must be an integer from 1 to 500"))?,
-        };
+        request: ListClusterIngressRegistrationsRequest,
+    ) -> Result<RegistrationPage, DomainError> {
+        let ListClusterIngressRegistrationsRequest { cluster_id, node_id, before, limit } = request;
+        let limit = limit.unwrap_or(DEFAULT_REGISTRATION_PAGE);
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         // One more than asked tells whether another page follows.
         let mut registrations = self.store.list_registrations(&cluster_id, node_id.as_ref(), before, limit + 1).await?;
-        let next = if registrations.len() > limit as usize {
+        let next_before = if registrations.len() > limit as usize {
             registrations.truncate(limit as usize);
             registrations.last().map(|last| last.sequence)
         } else {
             None
         };
-        Ok((registrations, next))
+        Ok(RegistrationPage { registrations, next_before })
     }
 }
 

@@ -17,13 +17,11 @@
 //! channel per cluster) and re-checks the store every [`ROUTE_TABLE_RECHECK`], so writes made by
 //! another controller process on the same database are seen too.
 
-use super::identity::Access;
 use super::secrets::{Bearer, hash_value};
-use super::{Controller, DomainError, id_member, request_members};
-use crate::contract::{Id, Protocol, reader};
+use super::{ClusterRequest, Controller, DomainError};
+use crate::contract::{Id, Protocol};
 use crate::store::relays::{IngressRoute, RelayHeartbeat, StoredRelayConnection, StoredRouteTable};
 use crate::store::{MissingKind, PutOutcome};
-use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -53,13 +51,6 @@ pub struct ClusterRelay {
     pub origin: String,
 }
 
-impl ClusterRelay {
-    /// The wire form.
-    pub fn to_json(&self) -> Value {
-        json!({ "clusterId": self.cluster_id, "relayId": self.relay_id, "origin": self.origin })
-    }
-}
-
 /// The answer of `issueClusterRelayCredential`. The bearer is shown once, in this answer.
 #[derive(Debug)]
 pub struct RelayCredentialIssued {
@@ -80,34 +71,75 @@ pub struct RelayConnected {
     pub lease_ms: u64,
 }
 
-/// The wire form of a relay connection: `{ id, clusterId, relayId, epoch }`.
-pub fn connection_json(connection: &StoredRelayConnection) -> Value {
-    json!({
-        "id": connection.id,
-        "clusterId": connection.cluster_id,
-        "relayId": connection.relay_id,
-        "epoch": connection.epoch,
-    })
+/// The answer of `heartbeatClusterRelay`.
+#[derive(Debug, Clone)]
+pub struct RelayHeartbeatAnswer {
+    /// The connection, with its new `last_seen_ms`.
+    pub connection: StoredRelayConnection,
+    /// How long the connection stays elected without another heartbeat.
+    pub lease_ms: u64,
 }
 
-/// The wire form of `IClusterIngressRouteTable` (or `null`). Routes are sorted by hostname;
-/// `backends` is `[]` until projections exist.
-pub fn route_table_json(table: Option<&StoredRouteTable>) -> Value {
-    let Some(table) = table else { return Value::Null };
-    let routes: Vec<Value> = table
-        .routes
-        .iter()
-        .map(|route| {
-            json!({
-                "hostname": route.hostname,
-                "serviceId": route.service_id,
-                "protocol": route.protocol.as_str(),
-                "port": route.port,
-                "backends": [],
-            })
-        })
-        .collect();
-    json!({ "clusterId": table.cluster_id, "revision": table.revision, "routes": routes })
+/// The relay principal of `heartbeatClusterRelay` and `getClusterIngressRouteTable`: the
+/// connection that `authInfo.jwt` names, elected when it was checked
+/// ([`Controller::relay_principal`], the only way to get one). Carries the token's hash, never
+/// the token, and `Debug` shows neither.
+#[derive(Clone)]
+pub struct RelayPrincipal {
+    connection: StoredRelayConnection,
+    token_hash: [u8; 32],
+}
+
+impl std::fmt::Debug for RelayPrincipal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("RelayPrincipal").field("connection", &self.connection).finish_non_exhaustive()
+    }
+}
+
+/// `issueClusterRelayCredential`: `{ identity, clusterId, relayId }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueClusterRelayCredentialRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The relay.
+    pub relay_id: Id,
+}
+
+/// `connectClusterRelay`: `{ clusterId, relayId, bearer }` (no identity: the bearer is the
+/// relay's principal, checked after the members).
+#[derive(Debug)]
+pub struct ConnectClusterRelayRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The relay.
+    pub relay_id: Id,
+    /// The bearer `issueClusterRelayCredential` showed.
+    pub bearer: Bearer,
+}
+
+/// `getClusterIngressRouteTable`: `{ knownRevision }` (the relay principal checked first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetClusterIngressRouteTableRequest {
+    /// The revision the relay holds, `None` for none.
+    pub known_revision: Option<u64>,
+}
+
+/// `putClusterIngressRoute`: `{ identity, clusterId, route }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutClusterIngressRouteRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The route (its hostname a lowercase DNS name, see [`is_lowercase_dns_name`]).
+    pub route: IngressRoute,
+}
+
+/// `deleteClusterIngressRoute`: `{ identity, clusterId, hostname }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteClusterIngressRouteRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The route's hostname, a lowercase DNS name ([`is_lowercase_dns_name`]).
+    pub hostname: String,
 }
 
 /// In-process wake-ups of route table long polls: one watch channel per cluster, bumped after
@@ -155,66 +187,8 @@ pub fn is_lowercase_dns_name(text: &str) -> bool {
         })
 }
 
-/// A relay request with exactly `required` members (an `identity` is unknown here too), or
-/// `request-invalid` naming the unknown and missing ones (never their values).
-fn relay_members(request: &Map<String, Value>, required: &[&str]) -> Result<(), DomainError> {
-    let mut violations = Vec::new();
-    for key in required {
-        if !request.contains_key(*key) {
-            violations.push(format!("request {key} is required"));
-        }
-    }
-    for key in request.keys() {
-        if !required.contains(&key.as_str()) {
-            let key: String = key.chars().take(64).collect();
-            violations.push(format!("request has an unknown member {key:?}"));
-        }
-    }
-    if violations.is_empty() { Ok(()) } else { Err(DomainError::RequestInvalid(violations)) }
-}
-
 fn invalid(violation: &str) -> DomainError {
     DomainError::RequestInvalid(vec![violation.to_owned()])
-}
-
-fn hostname_member(value: &Value, path: &str) -> Result<String, String> {
-    match value.as_str() {
-        Some(hostname) if is_lowercase_dns_name(hostname) => Ok(hostname.to_owned()),
-        _ => Err(format!("{path} must be a lowercase DNS name")),
-    }
-}
-
-/// Reads `route: { hostname, serviceId, protocol, port }`, naming every violation.
-fn parse_route(value: Option<&Value>) -> Result<IngressRoute, DomainError> {
-    let Some(Value::Object(route)) = value else {
-        return Err(invalid("request route must be an object"));
-    };
-    let mut violations = Vec::new();
-    for key in route.keys() {
-        if !["hostname", "serviceId", "protocol", "port"].contains(&key.as_str()) {
-            let key: String = key.chars().take(64).collect();
-            violations.push(format!("request route has an unknown member {key:?}"));
-        }
-    }
-    let null = Value::Null;
-    let hostname = hostname_member(route.get("hostname").unwrap_or(&null), "request route hostname")
-        .map_err(|violation| violations.push(violation))
-        .ok();
-    let service_id = reader::id(route.get("serviceId").unwrap_or(&null))
-        .map_err(|_| violations.push("request route serviceId must be an Id".to_owned()))
-        .ok();
-    let protocol = reader::protocol(route.get("protocol").unwrap_or(&null))
-        .map_err(|_| violations.push("request route protocol must be tcp or udp".to_owned()))
-        .ok();
-    let port = reader::port(route.get("port").unwrap_or(&null))
-        .map_err(|_| violations.push("request route port must be an integer from 1 to 65535".to_owned()))
-        .ok();
-    match (hostname, service_id, protocol, port) {
-        (Some(hostname), Some(service_id), Some(protocol), Some(port)) if violations.is_empty() => {
-            Ok(IngressRoute { hostname, service_id, protocol, port })
-        }
-        _ => Err(DomainError::RequestInvalid(violations)),
-    }
 }
 
 fn protocol_name(protocol: Protocol) -> &'static str {
@@ -222,14 +196,16 @@ fn protocol_name(protocol: Protocol) -> &'static str {
 }
 
 impl Controller {
-    /// The relay connection `authInfo.jwt` names, if it is its cluster's elected one:
-    /// `principal-refused` without a token or for an unknown one, `relay-connection-lost` for a
-    /// superseded or expired connection.
-    async fn relay_principal(&self, auth_jwt: Option<&str>) -> Result<StoredRelayConnection, DomainError> {
+    /// The principal of the relay methods: the relay connection `auth_jwt` (the envelope's
+    /// `authInfo.jwt`) names, if it is its cluster's elected one; `principal-refused` without a
+    /// token or for an unknown one, `relay-connection-lost` for a superseded or expired
+    /// connection. Checked before the request's members.
+    pub async fn relay_principal(&self, auth_jwt: Option<&str>) -> Result<RelayPrincipal, DomainError> {
         let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
-        let state = self.store.find_relay_connection(hash_value(token)).await?.ok_or(DomainError::PrincipalRefused)?;
+        let token_hash = hash_value(token);
+        let state = self.store.find_relay_connection(token_hash).await?.ok_or(DomainError::PrincipalRefused)?;
         if is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms) {
-            Ok(state.connection)
+            Ok(RelayPrincipal { connection: state.connection, token_hash })
         } else {
             Err(DomainError::RelayConnectionLost)
         }
@@ -247,15 +223,12 @@ impl Controller {
         Ok(elected.then_some(state.connection))
     }
 
-    /// `issueClusterRelayCredential`: `{ identity, clusterId, relayId }` → `{ relay, bearer }`.
+    /// `issueClusterRelayCredential` (admin) → `{ relay, bearer }`.
     pub async fn issue_cluster_relay_credential(
         &self,
-        request: &Map<String, Value>,
+        request: IssueClusterRelayCredentialRequest,
     ) -> Result<RelayCredentialIssued, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["clusterId", "relayId"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let relay_id = id_member(request, "relayId")?;
+        let IssueClusterRelayCredentialRequest { cluster_id, relay_id } = request;
         let cluster = self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         let Some(origin) = cluster.cluster.relay_origin else {
             return Err(invalid("the cluster has no relayOrigin, so it cannot have a relay"));
@@ -274,15 +247,13 @@ impl Controller {
         }
     }
 
-    /// `connectClusterRelay`: `{ clusterId, relayId, bearer }` → `{ connection, token, leaseMs }`.
-    /// An unknown cluster or relay and a wrong bearer are all `principal-refused`.
-    pub async fn connect_cluster_relay(&self, request: &Map<String, Value>) -> Result<RelayConnected, DomainError> {
-        relay_members(request, &["clusterId", "relayId", "bearer"])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let relay_id = id_member(request, "relayId")?;
-        let presented =
-            request.get("bearer").and_then(Value::as_str).ok_or_else(|| invalid("request bearer must be a string"))?;
-        let presented = Bearer::from_presented(presented);
+    /// `connectClusterRelay` (the relay, by bearer) → `{ connection, token, leaseMs }`. An
+    /// unknown cluster or relay and a wrong bearer are all `principal-refused`.
+    pub async fn connect_cluster_relay(
+        &self,
+        request: ConnectClusterRelayRequest,
+    ) -> Result<RelayConnected, DomainError> {
+        let ConnectClusterRelayRequest { cluster_id, relay_id, bearer: presented } = request;
         let credential = self.store.get_relay_credential(&cluster_id, &relay_id).await?;
         // Compare against a hash in every case, so an unknown relay costs what a wrong bearer does.
         let expected = credential.as_ref().map_or([0u8; 32], |credential| credential.bearer_hash);
@@ -312,37 +283,32 @@ impl Controller {
         Ok(RelayConnected { connection, token, lease_ms: self.settings.relay_lease_ms })
     }
 
-    /// `heartbeatClusterRelay` (`authInfo.jwt` = token): `{}` → `{ connection, leaseMs }`.
+    /// `heartbeatClusterRelay` (the relay principal): `{}` → `{ connection, leaseMs }`.
     pub async fn heartbeat_cluster_relay(
         &self,
-        request: &Map<String, Value>,
-        auth_jwt: Option<&str>,
-    ) -> Result<StoredRelayConnection, DomainError> {
-        self.relay_principal(auth_jwt).await?;
-        relay_members(request, &[])?;
-        let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
+        principal: &RelayPrincipal,
+    ) -> Result<RelayHeartbeatAnswer, DomainError> {
         let now = self.clock.now_ms();
-        match self.store.heartbeat_relay(hash_value(token), now, self.settings.relay_lease_ms).await? {
-            RelayHeartbeat::Alive(connection) => Ok(connection),
+        match self.store.heartbeat_relay(principal.token_hash, now, self.settings.relay_lease_ms).await? {
+            RelayHeartbeat::Alive(connection) => {
+                Ok(RelayHeartbeatAnswer { connection, lease_ms: self.settings.relay_lease_ms })
+            }
             RelayHeartbeat::Lost(_) => Err(DomainError::RelayConnectionLost),
             RelayHeartbeat::Unknown => Err(DomainError::PrincipalRefused),
         }
     }
 
-    /// `getClusterIngressRouteTable` (`authInfo.jwt` = token): `{ knownRevision }` → `{ table }`
-    /// of the connection's cluster. When `knownRevision` is the current revision (`null` and no
+    /// `getClusterIngressRouteTable` (the relay principal): `{ knownRevision }` → `{ table }` of
+    /// the connection's cluster. When `knownRevision` is the current revision (`null` and no
     /// table count as equal), the call is held up to `route_table_long_poll_ms` and answers as
     /// soon as the revision differs, else the current table.
     pub async fn get_cluster_ingress_route_table(
         &self,
-        request: &Map<String, Value>,
-        auth_jwt: Option<&str>,
+        principal: &RelayPrincipal,
+        request: GetClusterIngressRouteTableRequest,
     ) -> Result<Option<StoredRouteTable>, DomainError> {
-        let connection = self.relay_principal(auth_jwt).await?;
-        relay_members(request, &["knownRevision"])?;
-        let known = reader::nullable(&request["knownRevision"], reader::counter)
-            .map_err(|_| invalid("request knownRevision must be null or a counter"))?;
-        let cluster_id = &connection.cluster_id;
+        let known = request.known_revision;
+        let cluster_id = &principal.connection.cluster_id;
         let mut changes = self.route_tables.subscribe(cluster_id);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.settings.route_table_long_poll_ms);
         loop {
@@ -360,15 +326,12 @@ impl Controller {
         Ok(self.store.get_route_table(cluster_id).await?)
     }
 
-    /// `putClusterIngressRoute`: `{ identity, clusterId, route }` → `{ table }`.
+    /// `putClusterIngressRoute` (admin) → `{ table }`.
     pub async fn put_cluster_ingress_route(
         &self,
-        request: &Map<String, Value>,
+        request: PutClusterIngressRouteRequest,
     ) -> Result<StoredRouteTable, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["clusterId", "route"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let route = parse_route(request.get("route"))?;
+        let PutClusterIngressRouteRequest { cluster_id, route } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         let spec = self
             .store
@@ -393,17 +356,13 @@ impl Controller {
         }
     }
 
-    /// `deleteClusterIngressRoute`: `{ identity, clusterId, hostname }` → `{ table }` (`null` when
-    /// the cluster never had a table). Deleting a hostname without a route changes nothing.
+    /// `deleteClusterIngressRoute` (admin) → `{ table }` (`null` when the cluster never had a
+    /// table). Deleting a hostname without a route changes nothing.
     pub async fn delete_cluster_ingress_route(
         &self,
-        request: &Map<String, Value>,
+        request: DeleteClusterIngressRouteRequest,
     ) -> Result<Option<StoredRouteTable>, DomainError> {
-        self.authorize(request, Access::Admin)?;
-        request_members(request, &["clusterId", "hostname"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let hostname =
-            hostname_member(&request["hostname"], "request hostname").map_err(|violation| invalid(&violation))?;
+        let DeleteClusterIngressRouteRequest { cluster_id, hostname } = request;
         let outcome = self.store.delete_ingress_route(&cluster_id, &hostname).await?;
         self.route_tables.changed(&cluster_id);
         match outcome {
@@ -419,11 +378,9 @@ impl Controller {
     /// `getClusterIngressRoutes` (every role): `{ identity, clusterId }` → `{ table }`.
     pub async fn get_cluster_ingress_routes(
         &self,
-        request: &Map<String, Value>,
+        request: ClusterRequest,
     ) -> Result<Option<StoredRouteTable>, DomainError> {
-        self.authorize(request, Access::Read)?;
-        request_members(request, &["clusterId"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
+        let ClusterRequest { cluster_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         Ok(self.store.get_route_table(&cluster_id).await?)
     }

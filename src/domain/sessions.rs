@@ -8,11 +8,10 @@
 //! processes agree on it); the registry only knows the sockets of this process.
 
 use super::secrets::Bearer;
-use super::{Controller, DomainError, id_member, request_members};
-use crate::contract::reader;
+use super::{Controller, DomainError};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -201,12 +200,25 @@ fn fresh_session_id() -> Id {
     Id::parse(&format!("session-{}", uuid::Uuid::new_v4().simple())).expect("a uuid id is an Id")
 }
 
-fn node_member(request: &Map<String, Value>, key: &str) -> Result<NodeId, DomainError> {
-    request
-        .get(key)
-        .and_then(Value::as_str)
-        .and_then(NodeId::parse)
-        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be a NodeId")]))
+/// `openRuntimeSession`: `{ clusterId, nodeId, bearer }` (on the node's socket).
+#[derive(Debug)]
+pub struct OpenRuntimeSessionRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The node.
+    pub node_id: NodeId,
+    /// The bearer `putClusterNode` showed.
+    pub bearer: Bearer,
+}
+
+/// A node's session status for `listClusterNodes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSessionStatus {
+    /// The node's current session (from the store), if it ever opened one.
+    pub session: Option<RuntimeSessionReference>,
+    /// True when its socket with that session is open in this process (another process's
+    /// sockets are not known here).
+    pub connected: bool,
 }
 
 impl Controller {
@@ -215,22 +227,15 @@ impl Controller {
         ControllerReference { kind: ControllerKind::Cloudly, id: self.settings.controller_id.clone() }
     }
 
-    /// `openRuntimeSession`: `{ clusterId, nodeId, bearer }` → `{ session }`. The bearer is
-    /// compared with the node's stored hash in constant time; an unknown cluster or node and a
-    /// wrong bearer are the same `principal-refused`, which never says why. The new session is
-    /// the node's current one; attaching it to a socket is the transport's step.
+    /// `openRuntimeSession` → `{ session }`. The bearer is compared with the node's stored hash
+    /// in constant time; an unknown cluster or node and a wrong bearer are the same
+    /// `principal-refused`, which never says why. The new session is the node's current one;
+    /// attaching it to a socket is the transport's step.
     pub async fn open_runtime_session(
         &self,
-        request: &Map<String, Value>,
+        request: OpenRuntimeSessionRequest,
     ) -> Result<RuntimeSessionReference, DomainError> {
-        request_members(request, &["clusterId", "nodeId", "bearer"], &[])?;
-        let cluster_id = id_member(request, "clusterId")?;
-        let node_id = node_member(request, "nodeId")?;
-        let bearer = request
-            .get("bearer")
-            .and_then(Value::as_str)
-            .ok_or_else(|| DomainError::RequestInvalid(vec!["request bearer must be a string".to_owned()]))?;
-        let bearer = Bearer::from_presented(bearer);
+        let OpenRuntimeSessionRequest { cluster_id, node_id, bearer } = request;
         let Some(node) = self.store.get_node(&cluster_id, &node_id).await? else {
             tracing::info!(cluster = %cluster_id, node = %node_id, "runtime session refused");
             return Err(DomainError::PrincipalRefused);
@@ -255,25 +260,23 @@ impl Controller {
         &self,
         cluster_id: &Id,
         node_id: &NodeId,
-    ) -> Result<(Option<RuntimeSessionReference>, bool), DomainError> {
+    ) -> Result<NodeSessionStatus, DomainError> {
         let session = self.store.current_session(cluster_id, node_id).await?;
         let connected = session.is_some() && self.links.connected_session(cluster_id, node_id) == session;
-        Ok((session, connected))
+        Ok(NodeSessionStatus { session, connected })
     }
 
-    /// The session check of every node method: `request.session` must equal (all six members)
-    /// `socket_session`, the session opened on the socket, and that session must be the node's
-    /// current one in the store. Otherwise `principal-refused` with `current` = the current
-    /// session of the socket's node (`None` when the socket opened none or the node has none).
+    /// The session check of every node method after `openRuntimeSession`: `presented` (the
+    /// request's `session`) must equal (all six members) `socket_session`, the session opened on
+    /// the socket, and that session must be the node's current one in the store. Otherwise
+    /// `principal-refused` with `current` = the current session of the socket's node (`None`
+    /// when the socket opened none or the node has none). Answers the checked session, which
+    /// the node methods take.
     pub async fn check_node_session(
         &self,
         socket_session: Option<&RuntimeSessionReference>,
-        request: &Map<String, Value>,
+        presented: RuntimeSessionReference,
     ) -> Result<RuntimeSessionReference, DomainError> {
-        let presented =
-            RuntimeSessionReference::read(request.get("session").unwrap_or(&Value::Null)).map_err(|_| {
-                DomainError::RequestInvalid(vec!["request session must be an IRuntimeSessionReference".to_owned()])
-            })?;
         let Some(socket_session) = socket_session else {
             return Err(DomainError::SessionNotCurrent(None));
         };
@@ -283,24 +286,4 @@ impl Controller {
         }
         Ok(presented)
     }
-}
-
-/// Reads an `IRuntimeAuthorityReference` member.
-pub(crate) fn reference_member(
-    request: &Map<String, Value>,
-    key: &str,
-) -> Result<crate::contract::AuthorityReference, DomainError> {
-    crate::contract::AuthorityReference::read(request.get(key).unwrap_or(&Value::Null))
-        .map_err(|_| DomainError::RequestInvalid(vec![format!("request {key} must be an IRuntimeAuthorityReference")]))
-}
-
-/// Reads a string member.
-pub(crate) fn string_member<'a>(request: &'a Map<String, Value>, key: &str) -> Result<&'a str, DomainError> {
-    request
-        .get(key)
-        .map(reader::string)
-        .transpose()
-        .ok()
-        .flatten()
-        .ok_or_else(|| DomainError::RequestInvalid(vec![format!("request {key} must be a string")]))
 }

@@ -126,6 +126,17 @@ impl NodeAgent {
         answer
     }
 
+    /// Sends one raw text frame whose `correlation.id` is `id` and answers the answer envelope.
+    pub async fn raw_envelope(&self, id: &str, text: String) -> Value {
+        let (reply, answer) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id.to_owned(), reply);
+        self.send_raw(text);
+        tokio::time::timeout(WAIT, answer)
+            .await
+            .unwrap_or_else(|_| panic!("{id}: no answer in time"))
+            .unwrap_or_else(|_| panic!("{id}: the socket closed before the answer"))
+    }
+
     /// Sends one raw text frame.
     pub fn send_raw(&self, text: String) {
         self.outgoing.send(Message::Text(text.into())).expect("the agent's writer runs");
