@@ -22,8 +22,8 @@
 //!
 //! Health, readiness and metrics take no permit; they share only the connection bound.
 
-use super::error::ApiError;
 use super::envelope::RequestEnvelope;
+use super::error::ApiError;
 use super::methods::{Principal, Timeout};
 use super::{AppState, answer_envelope};
 use axum::Router;

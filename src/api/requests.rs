@@ -16,6 +16,7 @@ use crate::contract::registration::{parse_cluster_ingress_registration, read_pro
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{AuthorityReference, Id};
 use crate::domain::ClusterRequest;
+use crate::domain::assignments::AssignmentState;
 use crate::domain::assignments::{ReportRuntimeAssignmentStateRequest, ResolveRuntimeSecretBindingsRequest};
 use crate::domain::designation::{ListClusterIngressDesignationsRequest, MAX_DESIGNATION_PAGE};
 use crate::domain::inventory::{
@@ -31,7 +32,6 @@ use crate::domain::relays::{
 };
 use crate::domain::secrets::Bearer;
 use crate::store::relays::IngressRoute;
-use crate::domain::assignments::AssignmentState;
 use serde_json::{Map, Value};
 
 /// A request object: the envelope's `request` member.
