@@ -267,8 +267,10 @@ pub async fn open_keys_for_store(
     if let Some(role) = found.first_missing() {
         store_held_data = store_held_data || store.holds_deployment_data().await?;
         if store_held_data {
-            let written_with = match recorded_id(role) {
-                Some(recorded) => format!("{role} key {recorded}"),
+            // Another controller may have recorded its keys since they were read.
+            let recorded = if recorded.is_empty() { store.recorded_keys().await? } else { recorded };
+            let written_with = match recorded.iter().find(|record| record.role == role) {
+                Some(recorded) => format!("{role} key {}", recorded.key_id),
                 None => "keys it does not record (it was written before key ids were recorded)".to_owned(),
             };
             return Err(KeyError::MissingForStore { path: found.path(role), written_with });
