@@ -260,17 +260,16 @@ pub async fn open_keys_for_store(
     now_ms: u64,
 ) -> Result<(ControllerKeys, KeysOpened), KeyError> {
     let mut found = KeyFiles::read(data_dir)?;
+    // Asked before the records are read, so that a store holding nothing but key records that
+    // another controller wrote meanwhile shows them below, never as a store without records.
+    let store_held_data = store.holds_deployment_data().await?;
     let recorded = store.recorded_keys().await?;
     let recorded_id = |role: KeyRole| recorded.iter().find(|record| record.role == role).map(|record| &record.key_id);
-    let mut store_held_data = !recorded.is_empty();
     let mut created = Vec::new();
     if let Some(role) = found.first_missing() {
-        store_held_data = store_held_data || store.holds_deployment_data().await?;
-        if store_held_data {
-            // Another controller may have recorded its keys since they were read.
-            let recorded = if recorded.is_empty() { store.recorded_keys().await? } else { recorded };
-            let written_with = match recorded.iter().find(|record| record.role == role) {
-                Some(recorded) => format!("{role} key {}", recorded.key_id),
+        if store_held_data || !recorded.is_empty() {
+            let written_with = match recorded_id(role) {
+                Some(recorded) => format!("{role} key {recorded}"),
                 None => "keys it does not record (it was written before key ids were recorded)".to_owned(),
             };
             return Err(KeyError::MissingForStore { path: found.path(role), written_with });
@@ -293,9 +292,6 @@ pub async fn open_keys_for_store(
     }
     if KeyRole::ALL.into_iter().all(|role| recorded_id(role).is_some()) {
         return Ok((keys, KeysOpened::Matched));
-    }
-    if !store_held_data {
-        store_held_data = store.holds_deployment_data().await?;
     }
     // Insert-if-absent, then compare: of racing controllers, one key set is recorded. A store
     // error leaves created files in place: the commit may have happened with only its answer lost.

@@ -158,6 +158,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     } else {
         tracing::info!(path = %identity_path.display(), "bootstrap administrator identity exists");
     }
+    let stop_signal = shutdown_signal().context("install the stop signal handlers")?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("listen on {}", config.listen))?;
     let server = spawn(listener, controller, limits)?;
     tracing::info!(
@@ -165,7 +166,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         store = %crate::config::redact_url(&config.store.database_url()),
         "cloudly serving"
     );
-    shutdown_signal().await;
+    stop_signal.await;
     tracing::info!(grace_seconds = config.shutdown_grace_seconds, "stop signal: draining in-flight requests");
     let store = server.state.controller.store.clone();
     match tokio::time::timeout(Duration::from_secs(config.shutdown_grace_seconds), server.stop()).await {
@@ -181,23 +182,24 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers the stop signals (SIGTERM, SIGINT) at once, so that a signal arriving any time after
+/// the call — also right after "cloudly serving" is logged — stops the server gracefully rather
+/// than killing it, and answers a future that ends at the first of them.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = terminate.recv() => {},
+                _ = interrupt.recv() => {},
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
+        })
     }
+    #[cfg(not(unix))]
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
