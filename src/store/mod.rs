@@ -1,8 +1,7 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`KeyRecordStore`]) joined in
-//! [`Store`], implemented once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite
-//! (one box).
+//! [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
