@@ -1,4 +1,4 @@
-//! The controller's keys, kept in `<data dir>/keys/` (files mode 0600, created on first start):
+//! The controller's keys, kept in `<data dir>/keys/` (files mode 0600 in a 0700 directory):
 //!
 //! * `identity.ed25519` — signs administrator identities (EdDSA JWTs);
 //! * `signing.ed25519` — signs records that leave for nodes (`ISigned<T>`);
@@ -6,13 +6,40 @@
 //!
 //! Each file holds the 32 raw key bytes as lowercase hex and a newline. Nothing here prints or
 //! logs key material; `Debug` of [`ControllerKeys`] shows public key ids only.
+//!
+//! **Keys never change behind the operator's back.** The store records the key id of each key it
+//! was written with ([`crate::store::KeyRecordStore`]); [`open_keys_for_store`], run by
+//! `cloudly serve` after the migrations, decides:
+//!
+//! * every key file present and recorded: each must match its record, else the start is refused
+//!   naming the file, the recorded key id and the fix;
+//! * a key file missing while the store holds data (recorded keys, or any organization or sealed
+//!   secret of a store written before keys were recorded): the start is refused naming the file;
+//!   nothing is created;
+//! * keys are created only for an empty store (the first start), and recorded then; the keys of a
+//!   store written before keys were recorded are recorded as they are (the upgrade path).
+//!
+//! Key files are written before they are recorded, so a record never names a key that no data
+//! directory holds; a start that loses the race to record (another controller with other keys
+//! recorded first) removes the key files it created and is refused. Only `cloudly keys adopt`
+//! ([`adopt_keys_for_store`]) replaces a store's recorded keys.
 
 use crate::contract::signing::key_id;
+use crate::store::{KeyRecord, KeyRecordStore, KeyRole, StoreError};
 use ed25519_dalek::SigningKey;
 use secrecy::{ExposeSecret, SecretBox};
+use sha2::{Digest as _, Sha256};
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+
+/// What the fix is, in every refusal of a data directory whose keys are not the store's.
+const RESTORE_KEYS: &str = "restore keys/ from this deployment's backup, or copy keys/ from a controller running on \
+     this store (every controller of one store uses the same keys); only `cloudly keys adopt` replaces a store's \
+     keys, and every identity, signature and sealed secret made with the old ones stops working";
+
+/// The label hashed before the secret key into its key id ([`secret_key_id`]).
+const SECRET_KEY_ID_LABEL: &[u8] = b"cloudly/secret-key-id/v1\n";
 
 /// The three keys of one controller.
 pub struct ControllerKeys {
@@ -37,7 +64,8 @@ impl std::fmt::Debug for ControllerKeys {
     }
 }
 
-/// Why the keys could not be loaded or created. Never carries key bytes.
+/// Why the keys could not be loaded, created or matched with the store. Never carries key bytes;
+/// key ids are public key hashes and one-way fingerprints.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     /// Reading or writing a key file failed.
@@ -57,6 +85,62 @@ pub enum KeyError {
          once with this data directory (it creates keys/), or copy keys/ from the running deployment"
     )]
     Missing(PathBuf),
+    /// A key file is missing and the store holds data: new keys would make it unusable.
+    #[error(
+        "key file {path} does not exist, but this store holds data written with {written_with}; cloudly creates \
+         keys only for an empty store and created none: {RESTORE_KEYS}"
+    )]
+    MissingForStore {
+        /// The first missing file.
+        path: PathBuf,
+        /// "<role> key <key id>", or how the store was written when it recorded no key.
+        written_with: String,
+    },
+    /// A key file holds another key than the one the store was written with.
+    #[error(
+        "key file {path} holds {role} key {file_key_id}, but this store was written with {role} key \
+         {recorded_key_id}; refusing to start: {RESTORE_KEYS}"
+    )]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// Its role.
+        role: KeyRole,
+        /// The key id of the file's key.
+        file_key_id: String,
+        /// The key id the store recorded for the role.
+        recorded_key_id: String,
+    },
+    /// Another controller recorded other keys first while this one created its keys for what
+    /// was an empty store; the created key files were removed.
+    #[error(
+        "another controller recorded its keys in this store first: this store's {role} key is {recorded_key_id}, \
+         not the one created in {path}; the key files this start created were removed: copy keys/ from the \
+         controller running on this store and start again"
+    )]
+    RecordedByAnother {
+        /// The first created file whose key is not the recorded one.
+        path: PathBuf,
+        /// Its role.
+        role: KeyRole,
+        /// The key id the store recorded for the role.
+        recorded_key_id: String,
+    },
+    /// A key file holds a key the store recorded as retired.
+    #[error(
+        "key file {path} holds {role} key {file_key_id}, which this store retired; refusing to start: {RESTORE_KEYS}"
+    )]
+    Retired {
+        /// The file.
+        path: PathBuf,
+        /// Its role.
+        role: KeyRole,
+        /// The key id of the file's key.
+        file_key_id: String,
+    },
+    /// The store did not answer while the keys were checked or recorded.
+    #[error("the controller keys could not be checked against the store: {0}")]
+    Store(#[from] StoreError),
     /// The operating system's random generator failed.
     #[error("the operating system's random generator failed")]
     Randomness,
@@ -67,42 +151,45 @@ pub fn os_random(buffer: &mut [u8]) -> Result<(), KeyError> {
     getrandom::fill(buffer).map_err(|_| KeyError::Randomness)
 }
 
-impl ControllerKeys {
-    /// Loads the keys from `<data_dir>/keys/`, creating any that is missing. Answers the keys and
-    /// whether any was created.
-    pub fn load_or_create(data_dir: &Path) -> Result<(ControllerKeys, bool), KeyError> {
-        let dir = data_dir.join("keys");
-        fs::create_dir_all(&dir).map_err(|source| KeyError::Io { path: dir.clone(), source })?;
-        restrict(&dir, 0o700)?;
-        let (identity, created_identity) = load_or_create_bytes(&dir.join("identity.ed25519"))?;
-        let (signing, created_signing) = load_or_create_bytes(&dir.join("signing.ed25519"))?;
-        let (secret, created_secret) = load_or_create_bytes(&dir.join("secret.key"))?;
-        let keys = ControllerKeys::from_files(&dir, identity, signing, secret);
-        Ok((keys, created_identity || created_signing || created_secret))
+/// The file under `keys/` that holds the key of `role`.
+pub fn key_file_name(role: KeyRole) -> &'static str {
+    match role {
+        KeyRole::Identity => "identity.ed25519",
+        KeyRole::Signing => "signing.ed25519",
+        KeyRole::Secret => "secret.key",
     }
+}
 
+/// The key id of the secret-sealing key: `fingerprint:` + lowerhex of the first 16 bytes of
+/// SHA-256 over a fixed label and the key. One-way: it tells keys apart and reveals nothing of
+/// the key.
+pub fn secret_key_id(secret: &[u8; 32]) -> String {
+    let digest = Sha256::new().chain_update(SECRET_KEY_ID_LABEL).chain_update(secret).finalize();
+    format!("fingerprint:{}", encode_hex(&digest[..16]))
+}
+
+impl ControllerKeys {
     /// Loads the keys from `<data_dir>/keys/` and creates nothing: a missing directory or key
     /// file is [`KeyError::Missing`] naming it (for tools that must use a running deployment's
     /// keys, such as `cloudly identity issue`).
     pub fn load(data_dir: &Path) -> Result<ControllerKeys, KeyError> {
-        let dir = data_dir.join("keys");
-        let read = |name: &str| {
-            let path = dir.join(name);
-            read_key_file(&path)?.ok_or(KeyError::Missing(path))
-        };
-        let (identity, signing, secret) = (read("identity.ed25519")?, read("signing.ed25519")?, read("secret.key")?);
-        Ok(ControllerKeys::from_files(&dir, identity, signing, secret))
+        let found = KeyFiles::read(data_dir)?;
+        if let Some(role) = found.first_missing() {
+            return Err(KeyError::Missing(found.path(role)));
+        }
+        Ok(found.keys())
     }
 
-    /// The keys read from the files of `dir`; the signing key is active since its file's
-    /// modification time.
-    fn from_files(dir: &Path, identity: [u8; 32], signing: [u8; 32], secret: [u8; 32]) -> ControllerKeys {
-        let signing_active_since = fs::metadata(dir.join("signing.ed25519"))
-            .and_then(|metadata| metadata.modified())
-            .ok()
-            .and_then(|modified| modified.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |elapsed| elapsed.as_millis() as u64);
-        ControllerKeys { signing_active_since, ..ControllerKeys::from_bytes(identity, signing, secret) }
+    /// Creates the three keys of a new deployment in `<data_dir>/keys/`, failing when any key
+    /// file exists (tests; `cloudly serve` creates keys only through [`open_keys_for_store`]).
+    pub fn create(data_dir: &Path) -> Result<ControllerKeys, KeyError> {
+        let mut found = KeyFiles::read(data_dir)?;
+        if let Some(role) = KeyRole::ALL.into_iter().find(|role| found.key(*role).is_some()) {
+            let source = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+            return Err(KeyError::Io { path: found.path(role), source });
+        }
+        found.create_missing()?;
+        Ok(found.keys())
     }
 
     /// Keys from fixed bytes (tests and benchmarks).
@@ -128,6 +215,249 @@ impl ControllerKeys {
     pub fn secret_key(&self) -> &[u8; 32] {
         self.secret.expose_secret()
     }
+
+    /// The key id of the key of `role`: `sha256:…` of an Ed25519 public key
+    /// ([`crate::contract::signing::key_id`]), [`secret_key_id`] of the secret key.
+    pub fn key_id(&self, role: KeyRole) -> String {
+        match role {
+            KeyRole::Identity => key_id(&self.identity.verifying_key()),
+            KeyRole::Signing => key_id(&self.signing.verifying_key()),
+            KeyRole::Secret => secret_key_id(self.secret_key()),
+        }
+    }
+
+    /// The records of these keys, recorded at `now_ms`, in role order.
+    pub fn key_records(&self, now_ms: u64) -> Vec<KeyRecord> {
+        KeyRole::ALL
+            .into_iter()
+            .map(|role| KeyRecord { role, key_id: self.key_id(role), recorded_at_ms: now_ms })
+            .collect()
+    }
+}
+
+/// How [`open_keys_for_store`] found the keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeysOpened {
+    /// Every key was recorded, and each matches its record.
+    Matched,
+    /// Keys were recorded now: the store held no data (its first start; `created` names the key
+    /// files created for it), or it held data written before keys were recorded
+    /// (`store_held_data`: the upgrade path; nothing is created then).
+    Recorded {
+        /// The key files created by this start.
+        created: Vec<PathBuf>,
+        /// Whether the store held data written before keys were recorded.
+        store_held_data: bool,
+    },
+}
+
+/// The keys `cloudly serve` runs with on `store` (migrated): those of `<data_dir>/keys/`,
+/// checked against the key ids the store recorded, created and recorded only for an empty store
+/// (see the module documentation for every case). `now_ms` is when new records are recorded.
+pub async fn open_keys_for_store(
+    data_dir: &Path,
+    store: &dyn KeyRecordStore,
+    now_ms: u64,
+) -> Result<(ControllerKeys, KeysOpened), KeyError> {
+    let mut found = KeyFiles::read(data_dir)?;
+    // Asked before the records are read, so that a store holding nothing but key records that
+    // another controller wrote meanwhile shows them below, never as a store without records.
+    let store_held_data = store.holds_deployment_data().await?;
+    let recorded = store.recorded_keys().await?;
+    let recorded_id = |role: KeyRole| recorded.iter().find(|record| record.role == role).map(|record| &record.key_id);
+    let mut created = Vec::new();
+    if let Some(role) = found.first_missing() {
+        if store_held_data || !recorded.is_empty() {
+            let written_with = match recorded_id(role) {
+                Some(recorded) => format!("{role} key {recorded}"),
+                None => "keys it does not record (it was written before key ids were recorded)".to_owned(),
+            };
+            return Err(KeyError::MissingForStore { path: found.path(role), written_with });
+        }
+        created = found.create_missing()?;
+    }
+    let keys = found.keys();
+    // A recorded key that differs refuses the start before anything is written.
+    for role in KeyRole::ALL {
+        if let Some(recorded) = recorded_id(role)
+            && *recorded != keys.key_id(role)
+        {
+            return Err(KeyError::Mismatch {
+                path: found.path(role),
+                role,
+                file_key_id: keys.key_id(role),
+                recorded_key_id: recorded.clone(),
+            });
+        }
+    }
+    if KeyRole::ALL.into_iter().all(|role| recorded_id(role).is_some()) {
+        return Ok((keys, KeysOpened::Matched));
+    }
+    // Insert-if-absent, then compare: of racing controllers, one key set is recorded. A store
+    // error leaves created files in place: the commit may have happened with only its answer lost.
+    let recorded = store.record_keys_if_absent(&keys.key_records(now_ms)).await?;
+    for role in KeyRole::ALL {
+        let file_key_id = keys.key_id(role);
+        match recorded.iter().find(|record| record.role == role) {
+            Some(record) if record.key_id == file_key_id => {}
+            Some(record) if !created.is_empty() => {
+                found.remove_created(&created);
+                return Err(KeyError::RecordedByAnother {
+                    path: found.path(role),
+                    role,
+                    recorded_key_id: record.key_id.clone(),
+                });
+            }
+            Some(record) => {
+                return Err(KeyError::Mismatch {
+                    path: found.path(role),
+                    role,
+                    file_key_id,
+                    recorded_key_id: record.key_id.clone(),
+                });
+            }
+            // The insert met the key's own record, retired.
+            None => return Err(KeyError::Retired { path: found.path(role), role, file_key_id }),
+        }
+    }
+    Ok((keys, KeysOpened::Recorded { created, store_held_data }))
+}
+
+/// What `cloudly keys adopt` changed for one role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptedKey {
+    /// The role.
+    pub role: KeyRole,
+    /// The key id now in use.
+    pub key_id: String,
+    /// The key id it replaced (retired), if another was in use.
+    pub replaced: Option<String>,
+    /// Whether this command created the key file.
+    pub created: bool,
+}
+
+/// `cloudly keys adopt`: makes the keys of `<data_dir>/keys/` the store's keys in use, creating
+/// the missing key files and retiring each recorded key they replace. Every identity, signature
+/// and sealed secret made with a replaced key stops working; the operator asked for it.
+pub async fn adopt_keys_for_store(
+    data_dir: &Path,
+    store: &dyn KeyRecordStore,
+    now_ms: u64,
+) -> Result<Vec<AdoptedKey>, KeyError> {
+    let before = store.recorded_keys().await?;
+    let mut found = KeyFiles::read(data_dir)?;
+    let created = found.create_missing()?;
+    let keys = found.keys();
+    store.replace_recorded_keys(&keys.key_records(now_ms), now_ms).await?;
+    Ok(KeyRole::ALL
+        .into_iter()
+        .map(|role| AdoptedKey {
+            role,
+            key_id: keys.key_id(role),
+            replaced: before
+                .iter()
+                .find(|record| record.role == role && record.key_id != keys.key_id(role))
+                .map(|record| record.key_id.clone()),
+            created: created.contains(&found.path(role)),
+        })
+        .collect())
+}
+
+/// The key files of a data directory as found: each role's key, or `None` when its file does
+/// not exist.
+struct KeyFiles {
+    /// `<data dir>/keys`.
+    dir: PathBuf,
+    /// Whether `dir` existed when it was read.
+    dir_existed: bool,
+    /// The keys, in [`KeyRole::ALL`] order.
+    keys: [Option<[u8; 32]>; 3],
+}
+
+impl KeyFiles {
+    /// Reads the key files of `data_dir`; creates nothing. A malformed or unreadable file is an
+    /// error naming it.
+    fn read(data_dir: &Path) -> Result<KeyFiles, KeyError> {
+        let dir = data_dir.join("keys");
+        let mut keys = [None; 3];
+        for (slot, role) in keys.iter_mut().zip(KeyRole::ALL) {
+            *slot = read_key_file(&dir.join(key_file_name(role)))?;
+        }
+        Ok(KeyFiles { dir_existed: dir.exists(), dir, keys })
+    }
+
+    fn index(role: KeyRole) -> usize {
+        KeyRole::ALL.iter().position(|each| *each == role).expect("every role is in ALL")
+    }
+
+    fn key(&self, role: KeyRole) -> Option<[u8; 32]> {
+        self.keys[KeyFiles::index(role)]
+    }
+
+    fn path(&self, role: KeyRole) -> PathBuf {
+        self.dir.join(key_file_name(role))
+    }
+
+    /// The first role, in [`KeyRole::ALL`] order, whose file does not exist.
+    fn first_missing(&self) -> Option<KeyRole> {
+        KeyRole::ALL.into_iter().find(|role| self.key(*role).is_none())
+    }
+
+    /// Creates the key of every role whose file is missing (the directory mode 0700, each file
+    /// mode 0600) and answers the files created. A file another process created meanwhile is
+    /// read, not replaced.
+    fn create_missing(&mut self) -> Result<Vec<PathBuf>, KeyError> {
+        let mut created = Vec::new();
+        if self.first_missing().is_none() {
+            return Ok(created);
+        }
+        fs::create_dir_all(&self.dir).map_err(|source| KeyError::Io { path: self.dir.clone(), source })?;
+        restrict(&self.dir, 0o700)?;
+        for role in KeyRole::ALL {
+            if self.key(role).is_some() {
+                continue;
+            }
+            let path = self.path(role);
+            let mut bytes = [0u8; 32];
+            os_random(&mut bytes)?;
+            let key = if create_key_file(&path, &bytes)? {
+                created.push(path);
+                bytes
+            } else {
+                read_key_file(&path)?.ok_or_else(|| KeyError::Missing(path.clone()))?
+            };
+            self.keys[KeyFiles::index(role)] = Some(key);
+        }
+        sync_directory(&self.dir)?;
+        Ok(created)
+    }
+
+    /// Removes the key files `created` by this process, and the keys directory when this process
+    /// created it and it is empty now. Best effort: what cannot be removed is refused at the next
+    /// start by the same checks.
+    fn remove_created(&self, created: &[PathBuf]) {
+        for path in created {
+            let _ = fs::remove_file(path);
+        }
+        if !self.dir_existed {
+            let _ = fs::remove_dir(&self.dir);
+        }
+        let _ = sync_directory(&self.dir);
+    }
+
+    /// The keys; every file must have been found or created.
+    fn keys(&self) -> ControllerKeys {
+        let key = |role| self.key(role).expect("every key file is present");
+        let signing_active_since = fs::metadata(self.path(KeyRole::Signing))
+            .and_then(|metadata| metadata.modified())
+            .ok()
+            .and_then(|modified| modified.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |elapsed| elapsed.as_millis() as u64);
+        ControllerKeys {
+            signing_active_since,
+            ..ControllerKeys::from_bytes(key(KeyRole::Identity), key(KeyRole::Signing), key(KeyRole::Secret))
+        }
+    }
 }
 
 /// The key held by `path`, or `None` when the file does not exist.
@@ -139,14 +469,30 @@ fn read_key_file(path: &Path) -> Result<Option<[u8; 32]>, KeyError> {
     }
 }
 
-fn load_or_create_bytes(path: &Path) -> Result<([u8; 32], bool), KeyError> {
-    if let Some(bytes) = read_key_file(path)? {
-        return Ok((bytes, false));
+/// Writes `key` to `path` (mode 0600) unless `path` exists; answers whether it wrote it. The key
+/// is written in full to a temporary file first and then linked to `path`, which fails when
+/// `path` exists, so a process that finds `path` reads a whole key, never a half-written one.
+fn create_key_file(path: &Path, key: &[u8; 32]) -> Result<bool, KeyError> {
+    let file_name = path.file_name().and_then(|name| name.to_str()).unwrap_or("key");
+    let temporary = path.with_file_name(format!(".{file_name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    write_new_private_file(&temporary, format!("{}\n", encode_hex(key)).as_bytes())?;
+    let linked = fs::hard_link(&temporary, path);
+    let _ = fs::remove_file(&temporary);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(KeyError::Io { path: path.to_owned(), source }),
     }
-    let mut bytes = [0u8; 32];
-    os_random(&mut bytes)?;
-    write_new_private_file(path, format!("{}\n", encode_hex(&bytes)).as_bytes())?;
-    Ok((bytes, true))
+}
+
+/// Makes the entries created in or removed from `dir` durable.
+fn sync_directory(dir: &Path) -> Result<(), KeyError> {
+    #[cfg(unix)]
+    fs::File::open(dir)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|source| KeyError::Io { path: dir.to_owned(), source })?;
+    let _ = dir;
+    Ok(())
 }
 
 /// Creates `path` with mode 0600 and writes `contents`; fails if it already exists, so two
@@ -195,52 +541,73 @@ fn decode_hex(text: &str) -> Option<[u8; 32]> {
 mod tests {
     use super::*;
 
+    fn scratch() -> PathBuf {
+        std::env::temp_dir().join(format!("cloudly-keys-{}", uuid::Uuid::new_v4()))
+    }
+
     #[test]
-    fn keys_are_created_once_with_private_modes_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("cloudly-keys-{}", uuid::Uuid::new_v4()));
-        let (first, created) = ControllerKeys::load_or_create(&dir).unwrap();
-        assert!(created);
-        let (second, created_again) = ControllerKeys::load_or_create(&dir).unwrap();
-        assert!(!created_again);
-        assert_eq!(first.identity.to_bytes(), second.identity.to_bytes());
-        assert_eq!(first.secret_key(), second.secret_key());
+    fn created_keys_have_private_modes_read_back_and_are_never_created_twice() {
+        let dir = scratch();
+        let created = ControllerKeys::create(&dir).unwrap();
+        let loaded = ControllerKeys::load(&dir).unwrap();
+        assert_eq!(created.identity.to_bytes(), loaded.identity.to_bytes());
+        assert_eq!(created.secret_key(), loaded.secret_key());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(dir.join("keys/secret.key")).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
+            for role in KeyRole::ALL {
+                let mode = fs::metadata(dir.join("keys").join(key_file_name(role))).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o600, "{role}");
+            }
+            assert_eq!(fs::metadata(dir.join("keys")).unwrap().permissions().mode() & 0o777, 0o700);
         }
-        assert!(!format!("{first:?}").contains(&encode_hex(first.secret_key())));
+        let names: Vec<_> = fs::read_dir(dir.join("keys")).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 3, "no temporary file is left behind: {names:?}");
+        let error = ControllerKeys::create(&dir).unwrap_err();
+        assert!(matches!(&error, KeyError::Io { path, .. } if path.ends_with("keys/identity.ed25519")), "{error}");
+        assert_eq!(ControllerKeys::load(&dir).unwrap().secret_key(), created.secret_key(), "nothing was replaced");
+        assert!(!format!("{created:?}").contains(&encode_hex(created.secret_key())));
         fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn load_reads_existing_keys_and_creates_nothing_when_they_are_missing() {
-        let dir = std::env::temp_dir().join(format!("cloudly-keys-{}", uuid::Uuid::new_v4()));
+        let dir = scratch();
         let error = ControllerKeys::load(&dir).unwrap_err();
         assert!(matches!(&error, KeyError::Missing(path) if path == &dir.join("keys/identity.ed25519")), "{error}");
         assert!(error.to_string().contains("cloudly serve"), "{error}");
         assert!(!dir.exists(), "load creates nothing");
-        let (created, _) = ControllerKeys::load_or_create(&dir).unwrap();
+        ControllerKeys::create(&dir).unwrap();
         fs::remove_file(dir.join("keys/secret.key")).unwrap();
         let error = ControllerKeys::load(&dir).unwrap_err();
         assert!(matches!(&error, KeyError::Missing(path) if path.ends_with("keys/secret.key")), "{error}");
         assert!(!dir.join("keys/secret.key").exists(), "load creates nothing");
-        let (recreated, _) = ControllerKeys::load_or_create(&dir).unwrap();
-        let loaded = ControllerKeys::load(&dir).unwrap();
-        assert_eq!(loaded.identity.to_bytes(), created.identity.to_bytes());
-        assert_eq!(loaded.secret_key(), recreated.secret_key());
-        assert_eq!(loaded.signing_active_since, recreated.signing_active_since);
         fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_malformed_key_file_is_named_not_echoed() {
-        let dir = std::env::temp_dir().join(format!("cloudly-keys-{}", uuid::Uuid::new_v4()));
+        let dir = scratch();
         fs::create_dir_all(dir.join("keys")).unwrap();
         fs::write(dir.join("keys/identity.ed25519"), "not-a-key-SECRETISH").unwrap();
-        let error = ControllerKeys::load_or_create(&dir).unwrap_err().to_string();
+        let error = ControllerKeys::load(&dir).unwrap_err().to_string();
         assert!(error.contains("malformed") && !error.contains("SECRETISH"), "{error}");
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_secret_key_id_is_a_fingerprint_that_reveals_nothing_of_the_key() {
+        let keys = ControllerKeys::generate().unwrap();
+        let id = keys.key_id(KeyRole::Secret);
+        assert_eq!(id, secret_key_id(keys.secret_key()), "stable");
+        assert!(id.starts_with("fingerprint:") && id.len() == "fingerprint:".len() + 32, "{id}");
+        let hex = encode_hex(keys.secret_key());
+        assert!((0..=hex.len() - 8).all(|at| !id.contains(&hex[at..at + 8])), "no part of the key shows through");
+        // It is not the plain SHA-256 of the key either (the label is hashed first).
+        let plain = encode_hex(&Sha256::digest(keys.secret_key())[..16]);
+        assert!(!id.ends_with(&plain));
+        assert_ne!(id, secret_key_id(ControllerKeys::generate().unwrap().secret_key()));
+        assert!(keys.key_id(KeyRole::Identity).starts_with("sha256:"));
+        assert_ne!(keys.key_id(KeyRole::Identity), keys.key_id(KeyRole::Signing));
     }
 }

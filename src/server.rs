@@ -5,7 +5,7 @@ use crate::config::{LogFormat, ServeConfig, StoreConfig};
 use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::domain::{Clock, Controller, ControllerSettings, SystemClock};
-use crate::keys::{ControllerKeys, write_new_private_file};
+use crate::keys::{KeysOpened, open_keys_for_store, write_new_private_file};
 use crate::store::SharedStore;
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -25,20 +25,42 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
-/// Opens the data directory's keys and the store (applying migrations).
+/// Opens the store (applying migrations) and then the data directory's keys, checked against the
+/// key ids the store recorded ([`open_keys_for_store`]: created and recorded only for an empty
+/// store; a data directory whose keys are missing or are not the store's is refused, and nothing
+/// is created). Answers the controller and how the keys were found.
 pub async fn open_controller(
     config: &StoreConfig,
     settings: ControllerSettings,
-) -> anyhow::Result<(Arc<Controller>, bool)> {
+) -> anyhow::Result<(Arc<Controller>, KeysOpened)> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
-    let (keys, created) = ControllerKeys::load_or_create(&config.data_dir)?;
-    if created {
-        tracing::info!(keys = %config.data_dir.join("keys").display(), "controller keys created");
-    }
     let store: SharedStore = config.open_store().await.context("open the store")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    Ok((Arc::new(Controller::with_settings(store, Arc::new(keys), clock, settings)), created))
+    let opened = open_keys_for_store(&config.data_dir, store.as_ref(), clock.now_ms()).await;
+    let (keys, opened) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            store.close().await;
+            return Err(error.into());
+        }
+    };
+    let keys_dir = config.data_dir.join("keys");
+    match &opened {
+        KeysOpened::Matched => tracing::info!(keys = %keys_dir.display(), "controller keys match the store's"),
+        KeysOpened::Recorded { store_held_data: true, .. } => tracing::warn!(
+            keys = %keys_dir.display(),
+            "controller keys recorded for a store written before key ids were recorded: \
+             from now on only these keys start on this store"
+        ),
+        KeysOpened::Recorded { created, .. } if !created.is_empty() => {
+            tracing::info!(keys = %keys_dir.display(), "controller keys created and recorded for an empty store")
+        }
+        KeysOpened::Recorded { .. } => {
+            tracing::info!(keys = %keys_dir.display(), "controller keys recorded for an empty store")
+        }
+    }
+    Ok((Arc::new(Controller::with_settings(store, Arc::new(keys), clock, settings)), opened))
 }
 
 /// Writes `<data dir>/admin-identity.json` (mode 0600) unless it exists. Answers its path and
@@ -118,7 +140,10 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     Ok(RunningServer { address, state, stop, task })
 }
 
-/// `cloudly serve`: runs until SIGTERM or SIGINT, then drains.
+/// How long a stopping server waits for the store to close.
+const STORE_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `cloudly serve`: runs until SIGTERM or SIGINT, then drains and closes the store.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     init_tracing(config.log_format);
     let limits = config.limits()?;
@@ -133,6 +158,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     } else {
         tracing::info!(path = %identity_path.display(), "bootstrap administrator identity exists");
     }
+    let stop_signal = shutdown_signal().context("install the stop signal handlers")?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("listen on {}", config.listen))?;
     let server = spawn(listener, controller, limits)?;
     tracing::info!(
@@ -140,33 +166,40 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         store = %crate::config::redact_url(&config.store.database_url()),
         "cloudly serving"
     );
-    shutdown_signal().await;
+    stop_signal.await;
     tracing::info!(grace_seconds = config.shutdown_grace_seconds, "stop signal: draining in-flight requests");
+    let store = server.state.controller.store.clone();
     match tokio::time::timeout(Duration::from_secs(config.shutdown_grace_seconds), server.stop()).await {
         Ok(result) => result?,
         Err(_) => tracing::warn!("grace period over; exiting with requests still in flight"),
+    }
+    // Closing the store checkpoints a SQLite WAL into the database file; connections still held by
+    // requests cut off by the grace period are not waited for long.
+    if tokio::time::timeout(STORE_CLOSE_TIMEOUT, store.close()).await.is_err() {
+        tracing::warn!("the store did not close in time; exiting with connections still open");
     }
     tracing::info!("cloudly stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers the stop signals (SIGTERM, SIGINT) at once, so that a signal arriving any time after
+/// the call — also right after "cloudly serving" is logged — stops the server gracefully rather
+/// than killing it, and answers a future that ends at the first of them.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = terminate.recv() => {},
+                _ = interrupt.recv() => {},
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
+        })
     }
+    #[cfg(not(unix))]
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }

@@ -366,7 +366,7 @@ async fn identity_issue_without_keys_fails_naming_the_key_file_and_creates_nothi
     assert!(text.contains("cloudly serve") && text.contains("copy keys/"), "{text}");
     assert!(!data_dir.exists(), "nothing was created");
     // With the keys of a deployment it issues.
-    cloudly::keys::ControllerKeys::load_or_create(&data_dir).unwrap();
+    cloudly::keys::ControllerKeys::create(&data_dir).unwrap();
     let output = cloudly(&scratch, &[("CLOUDLY_DATA_DIR", data_dir_text.as_str())], &issue).await;
     assert!(stdout_json(&output)["jwt"].is_string());
 }

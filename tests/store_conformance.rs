@@ -16,8 +16,8 @@ use cloudly::contract::inventory::{
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
 use cloudly::store::{
-    Backend, DesignationSnapshot, DesignationWrite, MissingKind, PutOutcome, SealedSecret, SharedStore, Store,
-    StoreError, StoredCluster,
+    Backend, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome, SealedSecret,
+    SharedStore, Store, StoreError, StoredCluster,
 };
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
@@ -81,6 +81,7 @@ on_both_stores!(run =>
     facts_written_between_read_and_write_are_judged_again,
     a_twin_committed_between_read_and_write_is_replayed,
     a_cancelled_write_releases_its_locks_at_once,
+    racing_key_sets_record_exactly_one_and_readiness_writes,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -785,6 +786,43 @@ async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
     assert!(matches!(store.current_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
     assert!(matches!(store.cluster_designation(&id("c1")).await, Err(StoreError::Corrupt(_))));
     assert!(matches!(store.list_designations(&id("c1"), 1, 10).await, Err(StoreError::Corrupt(_))));
+}
+
+/// A key set whose ids carry `tag`, recorded at `at`.
+fn key_set(tag: &str, at: u64) -> Vec<KeyRecord> {
+    KeyRole::ALL.map(|role| KeyRecord { role, key_id: format!("sha256:{tag}-{role}"), recorded_at_ms: at }).to_vec()
+}
+
+async fn racing_key_sets_record_exactly_one_and_readiness_writes(context: Context) {
+    let store = context.migrated().await;
+    assert!(store.recorded_keys().await.unwrap().is_empty());
+    assert!(!store.holds_deployment_data().await.unwrap());
+    // Two stores (two processes) record different key sets at once: one whole set is recorded, and
+    // both answer it.
+    let other = context.database.connect().await;
+    let (first, second) = (key_set("a", 1), key_set("b", 2));
+    let (a, b) = tokio::join!(store.record_keys_if_absent(&first), other.record_keys_if_absent(&second));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a, b);
+    assert!(a == first || a == second, "{a:?}");
+    assert_eq!(store.recorded_keys().await.unwrap(), a);
+    assert!(store.holds_deployment_data().await.unwrap());
+    // A set naming a role twice writes nothing.
+    let twice = [key_set("c", 3)[0].clone(), key_set("d", 3)[0].clone()];
+    assert!(matches!(store.replace_recorded_keys(&twice, 3).await, Err(StoreError::Corrupt(_))));
+    // Replacing a role's key retires the old one; the other roles keep theirs.
+    let signing = key_set("e", 4)[1].clone();
+    let recorded = store.replace_recorded_keys(std::slice::from_ref(&signing), 4).await.unwrap();
+    assert_eq!(recorded, vec![a[0].clone(), signing, a[2].clone()]);
+    // The replaced key stays recorded, retired: making it the key in use again brings back its
+    // first record.
+    let again = KeyRecord { recorded_at_ms: 9, ..a[1].clone() };
+    assert_eq!(store.replace_recorded_keys(&[again], 9).await.unwrap(), a);
+
+    // Readiness writes: without the heartbeat row it is an error, not ready.
+    assert!(store.is_ready().await.unwrap());
+    context.database.execute("DELETE FROM store_heartbeat").await;
+    assert!(matches!(store.is_ready().await, Err(StoreError::Corrupt(_))));
 }
 
 // ---------------------------------------------------------------------------------------------

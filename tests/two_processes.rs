@@ -9,68 +9,14 @@ use cloudly::client::{CallError, Client};
 use cloudly::contract::designation::snapshot_cluster_ingress_designation;
 use cloudly::keys::ControllerKeys;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use support::process::{Serving, start};
 use support::service::{Backend, TestDatabase, designation_request, spec_body};
-
-struct Process {
-    child: Child,
-    base_url: String,
-    log: Arc<Mutex<String>>,
-}
-
-fn start(data_dir: &Path, database_url: &str) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cloudly"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
-        .env("CLOUDLY_DATA_DIR", data_dir)
-        .env("CLOUDLY_DATABASE_URL", database_url)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cloudly serve");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let (address_sender, address) = std::sync::mpsc::channel();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(event) = serde_json::from_str::<Value>(&line)
-                && event["message"] == "cloudly serving"
-            {
-                let _ = address_sender.send(event["address"].as_str().unwrap_or_default().to_owned());
-            }
-            let mut log = sink.lock().unwrap();
-            log.push_str(&line);
-            log.push('\n');
-        }
-    });
-    let address = address
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("no serving line:\n{}", log.lock().unwrap()));
-    Process { child, base_url: format!("http://{address}"), log }
-}
-
-fn terminate(mut process: Process) -> String {
-    let pid = process.child.id().to_string();
-    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let exit = process.child.wait().unwrap();
-    assert!(exit.success(), "cloudly serve exited with {exit:?} after SIGTERM");
-    std::thread::sleep(Duration::from_millis(100));
-    let log = process.log.lock().unwrap().clone();
-    assert!(log.contains("cloudly stopped"), "no clean stop in the log:\n{log}");
-    log
-}
 
 /// Two processes on one database, the second sharing the first one's keys (as controllers of one
 /// cluster do), with a client of each and the bootstrap administrator identity.
 struct Pair {
-    first: Process,
-    second: Process,
+    first: Serving,
+    second: Serving,
     clients: [Client; 2],
     identity: Value,
     first_dir: std::path::PathBuf,
@@ -80,12 +26,12 @@ struct Pair {
 fn start_two(database: &TestDatabase) -> Pair {
     let root = std::env::temp_dir().join(format!("cloudly-two-{}", uuid::Uuid::new_v4().simple()));
     let (first_dir, second_dir) = (root.join("a"), root.join("b"));
-    let first = start(&first_dir, &database.url);
+    let first = start(&first_dir, &database.url).serving();
     std::fs::create_dir_all(second_dir.join("keys")).unwrap();
     for key in ["identity.ed25519", "signing.ed25519", "secret.key"] {
         std::fs::copy(first_dir.join("keys").join(key), second_dir.join("keys").join(key)).unwrap();
     }
-    let second = start(&second_dir, &database.url);
+    let second = start(&second_dir, &database.url).serving();
     let identity: Value =
         serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
     let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
@@ -157,10 +103,10 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
     let store = cloudly::store::open(&database.url).await.unwrap();
     let version = &designation.credential.secret_version;
     let sealed = store.get_secret(&version.secret_id, &version.secret_version_id).await.unwrap().unwrap();
-    let (keys, _) = ControllerKeys::load_or_create(&pair.first_dir).unwrap();
+    let keys = ControllerKeys::load(&pair.first_dir).unwrap();
     let bearer = cloudly::domain::secrets::open(keys.secret_key(), &sealed).unwrap();
     let token = pair.identity["jwt"].as_str().unwrap().to_owned();
-    let logs = [terminate(pair.first), terminate(pair.second)];
+    let logs = [pair.first.terminate(), pair.second.terminate()];
     for log in &logs {
         assert!(log.contains("cluster ingress designation accepted") || log.contains("typed request"), "{log}");
         assert!(!log.contains(bearer.expose()), "a log line carries the ingress bearer");
@@ -239,7 +185,7 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
     assert_eq!(listed["registrations"].as_array().unwrap().len(), 3);
 
     drop(agent);
-    let logs = [terminate(pair.first), terminate(pair.second)];
+    let logs = [pair.first.terminate(), pair.second.terminate()];
     for log in &logs {
         assert!(log.contains("cluster ingress registered") || log.contains("typed request"), "{log}");
         for secret in [&bearer, &node_bearer, &relay_bearer, &old_token, &new_token] {

@@ -1,4 +1,4 @@
-//! The command line. `serve`, `migrate`, `config` and `identity` run the controller's own
+//! The command line. `serve`, `migrate`, `config`, `identity` and `keys` run the controller's own
 //! parts; `contract` checks records offline; the administrator commands (`org`, `cluster`, `node`,
 //! `service`, `ingress`, `relay`, `route`, `apply`, `call`) are clients of a running controller;
 //! `completions` prints a shell completion script.
@@ -6,6 +6,7 @@
 mod admin;
 mod contract;
 mod documents;
+mod keys;
 mod remembered;
 
 use crate::config::{ServeConfig, StoreConfig};
@@ -35,6 +36,9 @@ enum Command {
     /// Administrator identities.
     #[command(subcommand)]
     Identity(admin::IdentityCommand),
+    /// The controller's keys as the store records them.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     /// Check records against the contract: digests, validation, signatures, projection admission.
     #[command(subcommand)]
     Contract(contract::ContractCommand),
@@ -55,9 +59,10 @@ pub fn run() -> ExitCode {
     match cli.command {
         Command::Contract(command) => contract::run(command),
         Command::Serve(config) => block_on(crate::server::serve(config)),
+        // Migrations only: the keys are checked by `serve`, so a migration job needs no keys/.
         Command::Migrate(config) => block_on(async move {
             crate::server::init_tracing(crate::config::LogFormat::Human);
-            config.open_store().await?;
+            config.open_store().await?.close().await;
             println!("migrations applied: {}", crate::config::redact_url(&config.database_url()));
             Ok(())
         }),
@@ -66,6 +71,7 @@ pub fn run() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Identity(command) => admin::run_identity(command),
+        Command::Keys(command) => keys::run(command),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "cloudly", &mut std::io::stdout());
             ExitCode::SUCCESS

@@ -1,6 +1,7 @@
 //! The migrations of this build, embedded in the binary (one table for both backends: a version
 //! has one file under `migrations/postgres/` and one under `migrations/sqlite/`), applied at
-//! start-up and by `cloudly migrate`, and the readiness check that every one of them is applied.
+//! start-up and by `cloudly migrate`, and the readiness check: every one of them is applied and
+//! the store takes a write.
 //!
 //! Two processes starting at once on one new database apply them once: on PostgreSQL sqlx's
 //! migrator takes an advisory lock; on SQLite (where sqlx takes none) the migrator runs inside a
@@ -57,6 +58,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         description: "designation write set",
         postgres: include_str!("../../migrations/postgres/0005_designation_write_set.sql"),
         sqlite: include_str!("../../migrations/sqlite/0005_designation_write_set.sql"),
+    },
+    EmbeddedMigration {
+        version: 6,
+        description: "controller keys and readiness",
+        postgres: include_str!("../../migrations/postgres/0006_controller_keys_and_readiness.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0006_controller_keys_and_readiness.sql"),
     },
 ];
 
@@ -120,8 +127,12 @@ pub(crate) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
     }
 }
 
-/// True when the database answers and every migration of this build is applied, finished, and
-/// applied with the same SQL.
+/// True when the database answers, every migration of this build is applied, finished, and
+/// applied with the same SQL, and the store takes a write: one autocommitted `UPDATE` of the
+/// one-row `store_heartbeat` table (nothing else reads it), so a database that answers reads but
+/// no longer commits — a SQLite data directory that became read-only or full, a PostgreSQL server
+/// that turned read-only — is an error, as every write of a request would be. On PostgreSQL the
+/// update of one row is a heap-only tuple update and one round trip, cheap enough to be polled.
 pub(crate) async fn is_ready(pool: &Pool) -> Result<bool, StoreError> {
     let mut connection = pool.connection().await?;
     let table = Statement::new(pool.backend().migrations_table_exists()).fetch_one(&mut connection).await?;
@@ -134,9 +145,18 @@ pub(crate) async fn is_ready(pool: &Pool) -> Result<bool, StoreError> {
         .iter()
         .map(rows::applied_migration)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(migrations(pool.backend()).iter().all(|expected| {
+    let all_applied = migrations(pool.backend()).iter().all(|expected| {
         applied
             .iter()
             .any(|row| row.version == expected.version && row.success && row.checksum.as_slice() == &*expected.checksum)
-    }))
+    });
+    if !all_applied {
+        return Ok(false);
+    }
+    let written =
+        Statement::new("UPDATE store_heartbeat SET checks = checks + 1 WHERE id = 1").execute(&mut connection).await?;
+    if written != 1 {
+        return Err(StoreError::Corrupt("the store_heartbeat row is missing".into()));
+    }
+    Ok(true)
 }

@@ -1,7 +1,7 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
-//! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`]) joined in
-//! [`Store`], implemented once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite
-//! (one box).
+//! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
+//! [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
@@ -23,6 +23,7 @@ mod codec;
 mod designations;
 mod dialect;
 mod inventory;
+mod key_records;
 mod migrations;
 mod postgres;
 pub mod registrations;
@@ -37,6 +38,7 @@ pub use designations::{
 };
 pub use dialect::Backend;
 pub use inventory::{InventoryStore, StoredCluster, StoredNode, StoredOrganization};
+pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
 pub use postgres::POSTGRES_POOL_SIZE;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
@@ -105,7 +107,15 @@ impl MissingKind {
 /// Methods name domain operations, not tables.
 #[async_trait]
 pub trait Store:
-    InventoryStore + DesignationStore + RelayStore + SessionStore + RegistrationStore + Send + Sync + 'static
+    InventoryStore
+    + DesignationStore
+    + RelayStore
+    + SessionStore
+    + RegistrationStore
+    + KeyRecordStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Which backend this is.
     fn backend(&self) -> Backend;
@@ -113,8 +123,14 @@ pub trait Store:
     /// Applies every pending migration.
     async fn migrate(&self) -> Result<(), StoreError>;
 
-    /// True when the database answers and every migration of this build is applied.
+    /// True when the database answers, every migration of this build is applied and the store
+    /// takes a write (a one-row heartbeat update that nothing reads); an error when it does not
+    /// answer or does not take the write.
     async fn is_ready(&self) -> Result<bool, StoreError>;
+
+    /// Closes the store ([`SqlStore::close`]): after a graceful stop a SQLite database file holds
+    /// everything, its WAL checkpointed and truncated.
+    async fn close(&self);
 }
 
 /// A shared store handle.
@@ -156,8 +172,13 @@ impl SqlStore {
         SqlStore { pool: sql::Pool::Sqlite(pool) }
     }
 
-    /// Closes the pool: idle connections now, connections in use when they are returned.
+    /// Closes the pool: idle connections now, connections in use when they are returned. A SQLite
+    /// file database first checkpoints its WAL into the database file and truncates it, so the
+    /// database file alone holds everything once the store is closed.
     pub async fn close(&self) {
+        if let sql::Pool::Sqlite(pool) = &self.pool {
+            sqlite::checkpoint(pool).await;
+        }
         self.pool.close().await;
     }
 }
@@ -174,6 +195,10 @@ impl Store for SqlStore {
 
     async fn is_ready(&self) -> Result<bool, StoreError> {
         migrations::is_ready(&self.pool).await
+    }
+
+    async fn close(&self) {
+        SqlStore::close(self).await;
     }
 }
 

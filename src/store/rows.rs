@@ -9,6 +9,7 @@ use super::codec::{
 };
 use super::designations::{DesignationSnapshot, RecordedMutation, SealedSecret};
 use super::inventory::{StoredCluster, StoredNode, StoredOrganization};
+use super::key_records::{KeyRecord, KeyRole};
 use super::migrations::AppliedMigration;
 use super::registrations::{
     IngressRegistration, RegistrationFacts, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
@@ -321,6 +322,18 @@ pub(crate) fn registration_facts(row: &Row) -> Result<RegistrationFacts, StoreEr
             .map(|revision| counter_from_sql(revision, "route table revision"))
             .transpose()?,
     })
+}
+
+/// A recorded controller key: `role`, `key_id`, `recorded_at`.
+pub(crate) fn key_record(row: &Row) -> Result<KeyRecord, StoreError> {
+    let role = row.text("role")?;
+    let role =
+        KeyRole::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("stored key role {role:?} is unknown")))?;
+    let key_id = row.text("key_id")?;
+    if key_id.is_empty() {
+        return Err(StoreError::Corrupt(format!("stored {role} key id is empty")));
+    }
+    Ok(KeyRecord { role, key_id, recorded_at_ms: row.counter("recorded_at", "key record time")? })
 }
 
 /// One row of sqlx's `_sqlx_migrations`: `version`, `success`, `checksum`.

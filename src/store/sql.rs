@@ -235,24 +235,27 @@ impl<'a> Statement<'a> {
         })
     }
 
-    /// Runs the statement; answers its row, if any.
+    /// Runs the statement; answers its first row, if any.
+    ///
+    /// On SQLite the statement is stepped to its end (sqlx's `fetch_optional` stops after the
+    /// first row and resets the statement, ignoring what the reset answers): an autocommitted
+    /// `INSERT … RETURNING` commits only at its end, so a commit that fails — a full or read-only
+    /// disk — would otherwise answer the row of a write that was never stored.
     pub(crate) async fn fetch_optional(self, on: &mut impl HoldsConnection) -> Result<Option<Row>, StoreError> {
         Ok(match on.connection() {
             ConnectionRef::Postgres(connection) => {
                 self.query::<Postgres>().fetch_optional(connection).await?.map(Row::Postgres)
             }
             ConnectionRef::Sqlite(connection) => {
-                self.query::<Sqlite>().fetch_optional(connection).await?.map(Row::Sqlite)
+                self.query::<Sqlite>().fetch_all(connection).await?.into_iter().next().map(Row::Sqlite)
             }
         })
     }
 
-    /// Runs the statement; answers its one row (no row is an error).
+    /// Runs the statement; answers its first row (no row is an error). On SQLite the statement
+    /// is stepped to its end, as in [`Statement::fetch_optional`].
     pub(crate) async fn fetch_one(self, on: &mut impl HoldsConnection) -> Result<Row, StoreError> {
-        Ok(match on.connection() {
-            ConnectionRef::Postgres(connection) => Row::Postgres(self.query::<Postgres>().fetch_one(connection).await?),
-            ConnectionRef::Sqlite(connection) => Row::Sqlite(self.query::<Sqlite>().fetch_one(connection).await?),
-        })
+        self.fetch_optional(on).await?.ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
     /// Runs the statement; answers every row.

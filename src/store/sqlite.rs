@@ -3,12 +3,18 @@
 //! `dialect.rs`).
 //!
 //! A file database runs in WAL mode (readers never block) with foreign keys on and a busy
-//! timeout of [`SQLITE_BUSY_TIMEOUT`]. An in-memory database (`sqlite::memory:`) lives as long as
-//! its one connection, so its pool holds exactly one connection that never expires.
+//! timeout of [`SQLITE_BUSY_TIMEOUT`]. It is created with mode 0600, like the keys beside it;
+//! SQLite gives its `-wal` and `-shm` files the database file's mode. When the store closes, the
+//! WAL is checkpointed into the database file and truncated ([`checkpoint`]), so after a graceful
+//! stop `cloudly.db` alone holds everything (a copy of it is a backup). An in-memory database
+//! (`sqlite::memory:`) lives as long as its one connection, so its pool holds exactly one
+//! connection that never expires.
 
 use super::StoreError;
 use super::sql::Pool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::Row as _;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -33,6 +39,7 @@ pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
             SqlitePoolOptions::new().max_connections(1).min_connections(1).idle_timeout(None).max_lifetime(None);
         (options, pool_options)
     } else {
+        create_private_database_file(options.get_filename())?;
         let options =
             options.create_if_missing(true).journal_mode(SqliteJournalMode::Wal).synchronous(SqliteSynchronous::Normal);
         (options, SqlitePoolOptions::new().max_connections(SQLITE_POOL_SIZE))
@@ -43,4 +50,42 @@ pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
         .await
         .map_err(|error| StoreError::Unavailable(format!("cannot open the SQLite database: {error}")))?;
     Ok(Pool::Sqlite(pool))
+}
+
+/// Creates the database file `path` empty with mode 0600 unless it exists (an empty file is an
+/// empty SQLite database), so that neither it nor the `-wal` and `-shm` files SQLite creates with
+/// its mode are readable by others. An existing file keeps the mode its operator gave it.
+fn create_private_database_file(path: &Path) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(StoreError::Unavailable(format!("cannot create the SQLite database file: {error}"))),
+    }
+}
+
+/// Copies every page of the WAL into the database file and truncates the WAL
+/// (`PRAGMA wal_checkpoint(TRUNCATE)`), waiting up to the busy timeout for readers and writers of
+/// other connections. Run as the store closes; a failure is logged, since the data is safe in the
+/// WAL and SQLite checkpoints it at the next open.
+pub(crate) async fn checkpoint(pool: &SqlitePool) {
+    let checkpointed = async {
+        let mut connection = pool.acquire().await?;
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *connection).await
+    }
+    .await;
+    match checkpointed {
+        // `busy` is 1 when another connection kept the checkpoint from finishing.
+        Ok(row) if row.try_get::<i64, _>(0).unwrap_or(1) == 0 => {}
+        Ok(_) => {
+            tracing::warn!("the SQLite WAL could not be checkpointed completely at close: another connection was busy")
+        }
+        Err(error) => tracing::warn!(%error, "the SQLite WAL could not be checkpointed at close"),
+    }
 }

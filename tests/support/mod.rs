@@ -55,4 +55,5 @@ macro_rules! on_both_stores {
 pub mod database;
 pub mod ingress;
 pub mod node_agent;
+pub mod process;
 pub mod service;

@@ -1,0 +1,179 @@
+//! The store's part for the controller's keys: which key of each role the store was written with,
+//! by key id (never the key), so that a controller whose `keys/` is not this store's is refused at
+//! start instead of issuing identities, signatures and sealed secrets nobody else can use
+//! (`keys.rs` decides; this file only records and reads).
+//!
+//! **At most one key of each role is in use**, across processes: the partial unique index
+//! `controller_keys_one_active_per_role` holds one `active` record per role, and
+//! [`KeyRecordStore::record_keys_if_absent`] inserts with `ON CONFLICT DO NOTHING` in one
+//! transaction, always in role order. Of two controllers recording different keys into an empty
+//! store at once, the first insert of the second waits for the first's transaction and then
+//! inserts nothing, so exactly one whole key set is recorded; each answers the set in use and
+//! compares it with its own. A key taken out of use stays recorded as `retired` (room for the
+//! rotation of the signing key, which will list retired keys).
+
+use super::codec::counter_to_sql;
+use super::sql::{HoldsConnection, Statement};
+use super::{SqlStore, StoreError, rows};
+use async_trait::async_trait;
+
+/// What a controller key is for. Each role has its own file under `keys/` and its own record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KeyRole {
+    /// Signs administrator identities (`keys/identity.ed25519`).
+    Identity,
+    /// Signs records that leave for nodes (`keys/signing.ed25519`).
+    Signing,
+    /// Seals secret values at rest (`keys/secret.key`).
+    Secret,
+}
+
+impl KeyRole {
+    /// Every role, in the order records are written and errors are reported.
+    pub const ALL: [KeyRole; 3] = [KeyRole::Identity, KeyRole::Signing, KeyRole::Secret];
+
+    /// The role as stored (`identity`, `signing`, `secret`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyRole::Identity => "identity",
+            KeyRole::Signing => "signing",
+            KeyRole::Secret => "secret",
+        }
+    }
+
+    /// The role a stored text names.
+    pub fn parse(text: &str) -> Option<KeyRole> {
+        KeyRole::ALL.into_iter().find(|role| role.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for KeyRole {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// One recorded key: its role and key id. Nothing here is secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// What the key is for.
+    pub role: KeyRole,
+    /// The key's id: `sha256:…` of an Ed25519 public key, `fingerprint:…` of the secret key.
+    pub key_id: String,
+    /// When it was recorded, ms since the Unix epoch.
+    pub recorded_at_ms: u64,
+}
+
+/// Persistence of the controller's key records.
+#[async_trait]
+pub trait KeyRecordStore: Send + Sync {
+    /// The key in use of each role that has one, in role order.
+    async fn recorded_keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// True when the store holds anything of a deployment: a recorded key, an organization
+    /// (every cluster, node, service, designation, relay, session, assignment and registration
+    /// hangs off one by foreign keys) or a sealed secret. A store written before keys were
+    /// recorded is told apart from an empty one by this.
+    async fn holds_deployment_data(&self) -> Result<bool, StoreError>;
+
+    /// Records each of `keys` as its role's key in use where that role has none yet
+    /// (insert-if-absent, one transaction, in role order, so racing controllers record exactly
+    /// one set), and answers the keys in use afterwards ([`KeyRecordStore::recorded_keys`]).
+    async fn record_keys_if_absent(&self, keys: &[KeyRecord]) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Makes each of `keys` its role's key in use, retiring (at `now_ms`) the one it replaces,
+    /// in one transaction: what an operator asks for when the store's keys are lost for good.
+    /// Answers the keys in use afterwards.
+    async fn replace_recorded_keys(&self, keys: &[KeyRecord], now_ms: u64) -> Result<Vec<KeyRecord>, StoreError>;
+}
+
+/// The key in use of each role, in role order, on `on`.
+async fn recorded_keys_on(on: &mut impl HoldsConnection) -> Result<Vec<KeyRecord>, StoreError> {
+    let mut records = Statement::new("SELECT role, key_id, recorded_at FROM controller_keys WHERE state = 'active'")
+        .fetch_all(on)
+        .await?
+        .iter()
+        .map(rows::key_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    records.sort_by_key(|record| record.role);
+    Ok(records)
+}
+
+/// `keys` in role order, each role once (a caller's list of one key per role).
+fn in_role_order(keys: &[KeyRecord]) -> Result<Vec<&KeyRecord>, StoreError> {
+    let mut ordered: Vec<&KeyRecord> = keys.iter().collect();
+    ordered.sort_by_key(|record| record.role);
+    if ordered.windows(2).any(|pair| pair[0].role == pair[1].role) {
+        return Err(StoreError::Corrupt("a key set names one role twice".into()));
+    }
+    Ok(ordered)
+}
+
+/// `sql`, an insert of `key` as its role's key in use (`$1` role, `$2` key id, `$3` recorded
+/// at), with its arguments.
+fn key_insert<'a>(sql: &'static str, key: &'a KeyRecord) -> Result<Statement<'a>, StoreError> {
+    Ok(Statement::new(sql)
+        .text(key.role.as_str())
+        .text(&key.key_id)
+        .integer(counter_to_sql(key.recorded_at_ms, "key record time")?))
+}
+
+#[async_trait]
+impl KeyRecordStore for SqlStore {
+    async fn recorded_keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
+        recorded_keys_on(&mut self.pool.connection().await?).await
+    }
+
+    async fn holds_deployment_data(&self) -> Result<bool, StoreError> {
+        Statement::new(
+            "SELECT EXISTS (SELECT 1 FROM controller_keys) OR EXISTS (SELECT 1 FROM organizations) \
+             OR EXISTS (SELECT 1 FROM secret_versions) AS present",
+        )
+        .fetch_one(&mut self.pool.connection().await?)
+        .await?
+        .boolean("present")
+    }
+
+    async fn record_keys_if_absent(&self, keys: &[KeyRecord]) -> Result<Vec<KeyRecord>, StoreError> {
+        let mut transaction = self.pool.begin_write().await?;
+        for key in in_role_order(keys)? {
+            key_insert(
+                "INSERT INTO controller_keys (role, key_id, state, recorded_at) VALUES ($1, $2, 'active', $3) \
+                 ON CONFLICT DO NOTHING",
+                key,
+            )?
+            .execute(&mut transaction)
+            .await?;
+        }
+        let recorded = recorded_keys_on(&mut transaction).await?;
+        transaction.commit().await?;
+        Ok(recorded)
+    }
+
+    async fn replace_recorded_keys(&self, keys: &[KeyRecord], now_ms: u64) -> Result<Vec<KeyRecord>, StoreError> {
+        let now = counter_to_sql(now_ms, "key retirement time")?;
+        let mut transaction = self.pool.begin_write().await?;
+        for key in in_role_order(keys)? {
+            Statement::new(
+                "UPDATE controller_keys SET state = 'retired', retired_at = $3 \
+                 WHERE role = $1 AND state = 'active' AND key_id <> $2",
+            )
+            .text(key.role.as_str())
+            .text(&key.key_id)
+            .integer(now)
+            .execute(&mut transaction)
+            .await?;
+            // A key that was retired before comes back into use under its first record.
+            key_insert(
+                "INSERT INTO controller_keys (role, key_id, state, recorded_at) VALUES ($1, $2, 'active', $3) \
+                 ON CONFLICT (role, key_id) DO UPDATE SET state = 'active', retired_at = NULL",
+                key,
+            )?
+            .execute(&mut transaction)
+            .await?;
+        }
+        let recorded = recorded_keys_on(&mut transaction).await?;
+        transaction.commit().await?;
+        Ok(recorded)
+    }
+}

@@ -1,0 +1,132 @@
+//! Readiness tells the truth about an embedded SQLite store, with the real binary: `/readyz` is
+//! 503 while the data directory takes no writes; a graceful stop leaves everything in
+//! `cloudly.db` (the WAL checkpointed and truncated), so a copy of that one file is a backup; the
+//! database and its `-wal` and `-shm` files are created mode 0600.
+//!
+//! How the data directory is made read-only: the tests run as root, which writes through file
+//! modes (`chmod` changes nothing for it), and a read-only bind mount is not available. The
+//! immutable attribute (`chattr +i`, which needs `CAP_LINUX_IMMUTABLE`) binds root too and, unlike
+//! a mode, also refuses writes through file descriptors that are already open — as a file system
+//! remounted read-only after an error, or a full one, does — so the running process's own pooled
+//! connections meet it: every write fails, reads still answer, exactly the operator's situation.
+
+mod support;
+
+use cloudly::client::CallError;
+use cloudly::contract::Id;
+use cloudly::store::{InventoryStore as _, SqlStore};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::process::{Scratch, Serving, start};
+
+/// The default store of a data directory: `sqlite://<data dir>/cloudly.db`.
+fn sqlite_url(data_dir: &Path) -> String {
+    format!("sqlite://{}", data_dir.join("cloudly.db").display())
+}
+
+/// `GET <path>`: the status and the JSON body.
+async fn get(serving: &Serving, path: &str) -> (u16, Value) {
+    let response = reqwest::get(format!("{}{path}", serving.base_url)).await.unwrap();
+    let status = response.status().as_u16();
+    (status, serde_json::from_slice(&response.bytes().await.unwrap()).unwrap())
+}
+
+/// The immutable attribute on a data directory, its database file and its WAL, removed again when
+/// dropped (so that a failing test still leaves a removable directory). Not on the `-shm` file:
+/// SQLite maps it into memory, and a store to an immutable mapping kills the process (`SIGBUS`).
+struct Immutable(Vec<PathBuf>);
+
+impl Immutable {
+    fn set(data_dir: &Path) -> Immutable {
+        let paths = vec![data_dir.to_owned(), data_dir.join("cloudly.db"), data_dir.join("cloudly.db-wal")];
+        let guard = Immutable(paths.clone());
+        let status = Command::new("chattr").arg("+i").args(&paths).status().expect("run chattr");
+        assert!(status.success(), "chattr +i failed: the test needs CAP_LINUX_IMMUTABLE and an ext4-like file system");
+        guard
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").args(&self.0).status();
+    }
+}
+
+fn organization(id: &str) -> Value {
+    json!({ "organization": { "id": id, "name": "Org" } })
+}
+
+/// `cloudly serve` on the default store of `<scratch>/data`, holding the organization `org`.
+async fn serving_with_an_organization(scratch: &Scratch) -> (Serving, PathBuf) {
+    let data_dir = scratch.join("data");
+    let serving = start(&data_dir, &sqlite_url(&data_dir)).serving();
+    serving.call_as_admin("putOrganization", organization("org")).await.unwrap();
+    (serving, data_dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_unavailable_while_the_sqlite_data_directory_takes_no_writes() {
+    let scratch = Scratch::new("cloudly-ready");
+    let (serving, data_dir) = serving_with_an_organization(&scratch).await;
+    assert_eq!(get(&serving, "/readyz").await, (200, json!({ "ready": true })));
+
+    let read_only = Immutable::set(&data_dir);
+    // Every write fails, as the operator saw it …
+    let refused = serving.call_as_admin("putOrganization", organization("other")).await.unwrap_err();
+    assert!(matches!(&refused, CallError::Typed(error) if error.code() == "store-unavailable"), "{refused}");
+    // … and readiness says so.
+    assert_eq!(get(&serving, "/readyz").await, (503, json!({ "ready": false, "reason": "store-unavailable" })));
+    assert_eq!(get(&serving, "/healthz").await.0, 200, "the process itself is alive");
+
+    drop(read_only);
+    assert_eq!(get(&serving, "/readyz").await, (200, json!({ "ready": true })), "ready again once writes commit");
+    let written = serving.call_as_admin("putOrganization", organization("other")).await.unwrap();
+    assert_eq!(written["organization"]["id"], "other");
+    serving.terminate();
+    // Nothing was answered as written that is not stored: the refused write left nothing.
+    let store = SqlStore::connect(&sqlite_url(&data_dir)).await.unwrap();
+    let other = store.get_organization(&Id::parse("other").unwrap()).await.unwrap().expect("written after recovery");
+    assert_eq!(other.revision, 1, "the write refused while read-only was not stored");
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_leaves_everything_in_the_database_file() {
+    let scratch = Scratch::new("cloudly-ready");
+    let (serving, data_dir) = serving_with_an_organization(&scratch).await;
+    serving
+        .call_as_admin(
+            "putCluster",
+            json!({ "cluster": { "id": "c1", "organizationId": "org",
+            "runtime": { "phase": "pallet", "generation": 3 }, "relayOrigin": null,
+            "fleetCutoverIngressDesignation": null }, "expectedRevision": null }),
+        )
+        .await
+        .unwrap();
+    serving.terminate();
+
+    let wal = data_dir.join("cloudly.db-wal");
+    let wal_length = std::fs::metadata(&wal).map_or(0, |metadata| metadata.len());
+    assert_eq!(wal_length, 0, "the WAL is checkpointed and truncated (or gone) after a graceful stop");
+    // A copy of cloudly.db alone holds the data.
+    let copy = scratch.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(data_dir.join("cloudly.db"), copy.join("cloudly.db")).unwrap();
+    let store = SqlStore::connect(&sqlite_url(&copy)).await.unwrap();
+    let cluster = store.get_cluster(&Id::parse("c1").unwrap()).await.unwrap().expect("the cluster is in the copy");
+    assert_eq!(cluster.cluster.organization_id.as_str(), "org");
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_database_and_its_wal_and_shm_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new("cloudly-ready");
+    let (serving, data_dir) = serving_with_an_organization(&scratch).await;
+    for name in ["cloudly.db", "cloudly.db-wal", "cloudly.db-shm"] {
+        let mode = std::fs::metadata(data_dir.join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name} has mode {mode:o}");
+    }
+    serving.terminate();
+}
