@@ -332,10 +332,11 @@ async fn socket_requests_take_permits_of_the_request_pool() {
     service.stop().await;
 }
 
+/// A raw WebSocket to the service.
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
+
 /// Connects a raw WebSocket to the service: the socket, or the HTTP status that refused it.
-async fn upgrade(
-    service: &TestService,
-) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, (u16, Value)> {
+async fn upgrade(service: &TestService) -> Result<Socket, (u16, Value)> {
     match tokio_tungstenite::connect_async(format!("ws://{}/typedsocket", address(service))).await {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::Error::Http(response)) => {
@@ -347,6 +348,22 @@ async fn upgrade(
         }
         Err(other) => panic!("upgrade: {other}"),
     }
+}
+
+/// The close frame the controller ends `socket` with, within `wait`.
+async fn close_frame(socket: &mut Socket, wait: Duration) -> tungstenite::protocol::CloseFrame {
+    tokio::time::timeout(wait, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tungstenite::Message::Close(frame))) => break frame,
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended without a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the socket is closed")
+    .expect("with a close frame")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -384,23 +401,31 @@ async fn a_socket_without_a_session_is_closed_at_its_deadline() {
     let node = NodeAgent::connect(&service).await;
     let session = node.open("c1", "node-1", &bearer).await;
     let mut idle = upgrade(&service).await.expect("the socket opens");
-    let close = tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            match idle.next().await {
-                Some(Ok(tungstenite::Message::Close(frame))) => break frame,
-                Some(Ok(_)) => {}
-                other => panic!("the socket ended without a close frame: {other:?}"),
-            }
-        }
-    })
-    .await
-    .expect("a socket without a session is closed")
-    .expect("with a close frame");
+    let close = close_frame(&mut idle, Duration::from_secs(15)).await;
     assert_eq!(u16::from(close.code), 1008, "policy violation");
     assert_eq!(close.reason.as_str(), "no session opened within 2000 ms");
     assert_eq!(node.closed(Duration::from_millis(300)).await, None, "the node's socket stays open");
     node.call("getRuntimeAssignments", json!({ "session": session })).await.expect("the session still answers");
     probes_answer(&service).await;
     drop(node);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_text_frame_that_is_not_utf8_closes_the_socket_with_1007() {
+    use futures_util::SinkExt as _;
+    use tungstenite::protocol::frame::Frame;
+    use tungstenite::protocol::frame::coding::{Data, OpCode};
+    let service = TestService::start(Backend::Sqlite).await;
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    let invalid: &[u8] = b"{\"correlation\":\"\xff\xfe\"}";
+    socket
+        .send(tungstenite::Message::Frame(Frame::message(invalid.to_vec(), OpCode::Data(Data::Text), true)))
+        .await
+        .unwrap();
+    let close = close_frame(&mut socket, WAIT).await;
+    assert_eq!(u16::from(close.code), 1007, "invalid frame payload data");
+    // The server goes on serving.
+    probes_answer(&service).await;
     service.stop().await;
 }

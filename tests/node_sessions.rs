@@ -378,8 +378,12 @@ on_both_stores!(a_designation_reissues_the_assignments_in_the_background, |backe
     agent.drain_pushes();
     let stored_ingress = || async {
         let stored = service.store.node_assignments(&id("c1"), &node("node-1")).await.unwrap();
-        let ingress: Vec<_> =
-            stored.into_iter().map(|stored| stored.signed.payload).filter(|a| a.service_id == id("ingress")).collect();
+        let ingress: Vec<_> = stored
+            .readable
+            .into_iter()
+            .map(|stored| stored.signed.payload)
+            .filter(|a| a.service_id == id("ingress"))
+            .collect();
         assert_eq!(ingress.len(), 1);
         DigestedRecord::to_value(&ingress[0])
     };
@@ -436,7 +440,7 @@ on_both_stores!(a_burst_of_designations_is_reissued_once_per_interval, |backend|
     let ingress = assignment_id(&id("c1"), &id("ingress"), 0);
     let generation = || async {
         let heads = service.store.node_assignments(&id("c1"), &node("node-1")).await.unwrap();
-        heads.into_iter().find(|stored| stored.signed.payload.id == ingress).unwrap().signed.payload.generation
+        heads.readable.into_iter().find(|stored| stored.signed.payload.id == ingress).unwrap().signed.payload.generation
     };
     let before = generation().await;
     let admin = service.admin();

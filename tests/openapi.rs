@@ -1430,6 +1430,13 @@ fn ingress_registration(bearer: &str, node: &str) -> Value {
     })
 }
 
+/// [`spec_body`] without its volumes, so the controller runs it.
+fn runnable_spec_body(cluster: &str, service: &str) -> Value {
+    let mut body = spec_body(cluster, service);
+    body["volumes"] = json!([]);
+    body
+}
+
 fn spec_body(cluster: &str, service: &str) -> Value {
     json!({
         "clusterId": cluster, "serviceId": service, "organizationId": "org",
@@ -1504,7 +1511,7 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.ok(
         "putServiceRuntimeSpec",
         Some(&admin),
-        json!({ "spec": spec_body("c1", "ingress"), "expectedRevision": null }),
+        json!({ "spec": runnable_spec_body("c1", "ingress"), "expectedRevision": null }),
     )
     .await;
     flow.ok("getServiceRuntimeSpec", Some(&viewer), json!({ "clusterId": "c1", "serviceId": "ingress" })).await;
@@ -1530,6 +1537,12 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.ok("listClusterIngressDesignations", Some(&viewer), json!({ "clusterId": "c1", "fromGeneration": 2 })).await;
     flow.ok("putServiceRuntimeSpec", Some(&admin), json!({ "spec": spec_body("c1", "web"), "expectedRevision": null }))
         .await;
+    // Its volumes carry options and its two replicas would share them: refused, naming the first
+    // failing rule in table order.
+    let web = flow.ok("getServiceRuntimeStatus", Some(&viewer), json!({ "clusterId": "c1", "serviceId": "web" })).await;
+    assert_eq!(web["status"]["reason"], json!("volume-options-unsupported"));
+    let statuses = flow.ok("listServiceRuntimeStatuses", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    assert_eq!(statuses["statuses"].as_array().map(Vec::len), Some(2));
     flow.ok("deleteService", Some(&admin), json!({ "clusterId": "c1", "serviceId": "web", "expectedRevision": 1 }))
         .await;
 

@@ -15,6 +15,7 @@ use cloudly::contract::inventory::{
 };
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
+use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::{
     Backend, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome, SealedSecret,
     SharedStore, Store, StoreError, StoredCluster,
@@ -82,6 +83,7 @@ on_both_stores!(run =>
     a_twin_committed_between_read_and_write_is_replayed,
     a_cancelled_write_releases_its_locks_at_once,
     racing_key_sets_record_exactly_one_and_readiness_writes,
+    service_statuses_keep_their_time_until_the_verdict_changes,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ fn spec_body(cluster_id: &str, service_id: &str, image: &str) -> ServiceSpecBody
         image: image.to_owned(),
         replicas: 2,
         placement: Placement { node_ids: vec![node_id("node-1"), node_id("node-2")] },
-        ports: vec![ServicePort { protocol: Protocol::Tcp, port: 443 }],
+        ports: vec![ServicePort { protocol: Protocol::Tcp.into(), port: 443 }],
         environment: Vec::new(),
         volumes: Vec::new(),
     }
@@ -509,6 +511,51 @@ async fn deleted_services_continue_their_revisions(context: Context) {
     let recreated = written(store.put_service_spec(&spec_body("c1", "web", "web:3"), None).await.unwrap());
     assert_eq!(recreated.revision, 3, "re-creating continues the numbering");
     assert_eq!(store.get_service_spec(&cluster_id, &service_id, None).await.unwrap(), Some(recreated));
+}
+
+fn recorded(service: &str, revision: u64, state: &str, reason: Option<&str>, at: u64) -> RecordedStatus {
+    RecordedStatus {
+        service_id: id(service),
+        spec_revision: revision,
+        state: state.to_owned(),
+        reason: reason.map(str::to_owned),
+        changed_at: at,
+    }
+}
+
+async fn service_statuses_keep_their_time_until_the_verdict_changes(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    written(store.put_service_spec(&spec_body("c1", "web", "web:1"), None).await.unwrap());
+    let cluster_id = id("c1");
+    let first =
+        vec![recorded("ingress", 1, "converging", None, 10), recorded("web", 1, "refused", Some("ports-too-many"), 10)];
+    assert_eq!(store.record_statuses(&cluster_id, &first).await.unwrap(), first);
+    // The same verdicts judged later keep their time; a changed one takes the new time.
+    let later =
+        vec![recorded("ingress", 1, "converged", None, 20), recorded("web", 1, "refused", Some("ports-too-many"), 20)];
+    let expected =
+        vec![recorded("ingress", 1, "converged", None, 20), recorded("web", 1, "refused", Some("ports-too-many"), 10)];
+    assert_eq!(store.record_statuses(&cluster_id, &later).await.unwrap(), expected);
+    // Another reason, or another revision with the same verdict, is a change.
+    let moved = vec![
+        recorded("ingress", 2, "converged", None, 30),
+        recorded("web", 1, "refused", Some("no-eligible-node"), 30),
+    ];
+    assert_eq!(store.record_statuses(&cluster_id, &moved).await.unwrap(), moved);
+    // A service that is gone (deleted) is forgotten.
+    let only = vec![recorded("ingress", 2, "converged", None, 40)];
+    assert_eq!(
+        store.record_statuses(&cluster_id, &only).await.unwrap(),
+        vec![recorded("ingress", 2, "converged", None, 30)]
+    );
+    // A state the schema does not know is refused by the database and changes nothing.
+    let bad = vec![recorded("ingress", 2, "running", None, 50)];
+    assert!(store.record_statuses(&cluster_id, &bad).await.is_err());
+    assert_eq!(
+        store.record_statuses(&cluster_id, &only).await.unwrap(),
+        vec![recorded("ingress", 2, "converged", None, 30)]
+    );
 }
 
 async fn accepted_designation_is_recorded_for_replay(context: Context) {

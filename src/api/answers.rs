@@ -11,6 +11,7 @@ use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::registration::CLUSTER_INGRESS_PROTOCOL;
+use crate::contract::service_status::ServiceRuntimeStatus;
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::signing::{Signed, encode_public_key, key_id, signed_to_value};
 use crate::domain::ControllerSigningKey;
@@ -74,6 +75,16 @@ pub fn nodes(listed: &[NodeListing]) -> Value {
 /// `{ spec }`.
 pub fn spec(spec: &ServiceRuntimeSpec) -> Value {
     json!({ "spec": spec })
+}
+
+/// `{ status }`.
+pub fn status(status: &ServiceRuntimeStatus) -> Value {
+    json!({ "status": status.to_value() })
+}
+
+/// `{ statuses }`.
+pub fn statuses(statuses: &[ServiceRuntimeStatus]) -> Value {
+    json!({ "statuses": statuses.iter().map(ServiceRuntimeStatus::to_value).collect::<Vec<_>>() })
 }
 
 /// `{ deleted: true }`.

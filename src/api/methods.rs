@@ -207,6 +207,16 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "getServiceRuntimeStatus",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::get_service_runtime_status(request)?;
+                Ok(answers::status(&controller.get_service_runtime_status(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "heartbeatClusterRelay",
         principal: Principal::RelayConnection(|controller, relay, request| {
             Box::pin(async move {
@@ -261,6 +271,16 @@ pub static METHODS: &[Method] = &[
             Box::pin(async move {
                 requests::list_clusters(request)?;
                 Ok(answers::clusters(&controller.list_clusters().await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "listServiceRuntimeStatuses",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::cluster(request)?;
+                Ok(answers::statuses(&controller.list_service_runtime_statuses(request).await?))
             })
         }),
         timeout: Timeout::Standard,

@@ -31,6 +31,7 @@ use crate::domain::relays::{
     IssueClusterRelayCredentialRequest, PutClusterIngressRouteRequest, is_lowercase_dns_name,
 };
 use crate::domain::secrets::Bearer;
+use crate::domain::service_status::GetServiceRuntimeStatusRequest;
 use crate::store::relays::IngressRoute;
 use serde_json::{Map, Value};
 
@@ -172,6 +173,12 @@ pub fn get_service_runtime_spec(request: &Request) -> Result<GetServiceRuntimeSp
         service_id: members.id("serviceId")?,
         revision: members.read_optional("revision", reader::counter, "a counter")?,
     })
+}
+
+/// `getServiceRuntimeStatus`: `{ identity, clusterId, serviceId }`.
+pub fn get_service_runtime_status(request: &Request) -> Result<GetServiceRuntimeStatusRequest, ApiError> {
+    let members = Members::besides_identity(request, &["clusterId", "serviceId"], &[])?;
+    Ok(GetServiceRuntimeStatusRequest { cluster_id: members.id("clusterId")?, service_id: members.id("serviceId")? })
 }
 
 /// `deleteService`: `{ identity, clusterId, serviceId, expectedRevision }`.

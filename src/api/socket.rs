@@ -11,7 +11,7 @@
 //! Liveness ([`Liveness`](crate::domain::sessions::Liveness)): a ping every 15 s; a socket silent
 //! (no frame at all, pongs included) for 45 s is closed. Frames and messages are at most [`MAX_FRAME_BYTES`]. A
 //! socket whose session is superseded by a newer open, and every socket when the server stops,
-//! is closed with a close frame.
+//! is closed with a close frame; so is a socket that sends a text frame that is not UTF-8 (1007).
 
 use super::envelope::{self, Frame};
 use super::error::ApiError;
@@ -81,6 +81,12 @@ fn close_frame(code: u16, reason: &'static str) -> Message {
     Message::Close(Some(CloseFrame { code, reason: reason.into() }))
 }
 
+/// True when a receive failed because a text message is not UTF-8 (RFC 6455 §8.1: the socket is
+/// closed with 1007).
+fn is_invalid_utf8(error: axum::Error) -> bool {
+    matches!(error.into_inner().downcast_ref::<tungstenite::Error>(), Some(tungstenite::Error::Utf8(_)))
+}
+
 /// Serves one socket until it closes, its session is superseded, it falls silent, or the
 /// server stops.
 pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
@@ -102,7 +108,13 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
             incoming = socket.recv() => {
                 let message = match incoming {
                     Some(Ok(message)) => message,
-                    _ => break,
+                    Some(Err(error)) => {
+                        if is_invalid_utf8(error) {
+                            let _ = socket.send(close_frame(close_code::INVALID, "text frame is not UTF-8")).await;
+                        }
+                        break;
+                    }
+                    None => break,
                 };
                 last_seen = Instant::now();
                 match message {

@@ -256,6 +256,63 @@ pub enum ServiceCommand {
         #[arg(long = "expected-revision")]
         expected_revision: u64,
     },
+    /// Why a service runs or does not: the runtime status of every service of the cluster, or of
+    /// one (`getServiceRuntimeStatus` / `listServiceRuntimeStatuses`).
+    Status {
+        #[arg(long)]
+        cluster: String,
+        /// One service; omit for all.
+        #[arg(long)]
+        service: Option<String>,
+        /// `table` (readable) or `json` (the answer as the controller gave it).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+}
+
+/// How a command that has a readable form prints its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns for people.
+    Table,
+    /// The controller's answer as JSON.
+    Json,
+}
+
+/// What a command prints on success.
+enum Answer {
+    /// The controller's answer (or the command's own summary) as JSON.
+    Json(Value),
+    /// A readable text.
+    Text(String),
+}
+
+/// Service statuses as aligned columns: service, spec revision, state, reason, changed at.
+fn status_table(statuses: &[Value]) -> String {
+    let rows: Vec<[String; 5]> = statuses
+        .iter()
+        .map(|status| {
+            let text = |key: &str| match &status[key] {
+                Value::String(text) => text.clone(),
+                Value::Null => "-".to_owned(),
+                other => other.to_string(),
+            };
+            [text("id"), text("specRevision"), text("state"), text("reason"), text("changedAt")]
+        })
+        .collect();
+    let header = ["SERVICE", "REVISION", "STATE", "REASON", "CHANGED AT (ms)"].map(str::to_owned);
+    let widths: Vec<usize> = (0..5)
+        .map(|column| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0))
+        .collect();
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|row| {
+            let cells: Vec<String> =
+                row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[derive(Debug, Subcommand)]
@@ -420,8 +477,12 @@ pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
         execute(command, &session, connection).await
     });
     match outcome {
-        Ok(response) => {
+        Ok(Answer::Json(response)) => {
             println!("{}", serde_json::to_string_pretty(&response).expect("JSON serializes"));
+            ExitCode::SUCCESS
+        }
+        Ok(Answer::Text(text)) => {
+            println!("{text}");
             ExitCode::SUCCESS
         }
         Err(Outcome::Refused(error)) => {
@@ -635,9 +696,9 @@ fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value
     request
 }
 
-async fn execute(command: AdminCommand, session: &Session, connection: &Connection) -> Result<Value, Outcome> {
+async fn execute(command: AdminCommand, session: &Session, connection: &Connection) -> Result<Answer, Outcome> {
     let (method, request) = match command {
-        AdminCommand::Apply { file } => return apply(session, Inventory::read(&file)?).await,
+        AdminCommand::Apply { file } => return apply(session, Inventory::read(&file)?).await.map(Answer::Json),
         AdminCommand::Call { method, file } => (method, read_document(&file)?),
         AdminCommand::Org(OrgCommand::Put { id, name }) => {
             ("putOrganization".to_owned(), json!({ "organization": { "id": id, "name": name } }))
@@ -673,6 +734,26 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
                 "deleteService".to_owned(),
                 json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision }),
             ),
+            ServiceCommand::Status { cluster, service, output } => {
+                let (answer, statuses) = match service {
+                    Some(service) => {
+                        let request = json!({ "clusterId": cluster, "serviceId": service });
+                        let answer = session.call("getServiceRuntimeStatus", request).await?;
+                        let statuses = vec![answer["status"].clone()];
+                        (answer, statuses)
+                    }
+                    None => {
+                        let answer =
+                            session.call("listServiceRuntimeStatuses", json!({ "clusterId": cluster })).await?;
+                        let statuses = answer["statuses"].as_array().cloned().unwrap_or_default();
+                        (answer, statuses)
+                    }
+                };
+                return Ok(match output {
+                    OutputFormat::Json => Answer::Json(answer),
+                    OutputFormat::Table => Answer::Text(status_table(&statuses)),
+                });
+            }
         },
         AdminCommand::Relay(RelayCommand::Credential { cluster, relay }) => {
             ("issueClusterRelayCredential".to_owned(), json!({ "clusterId": cluster, "relayId": relay }))
@@ -693,7 +774,7 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
         },
         AdminCommand::Ingress(command) => match command {
             IngressCommand::Designate { cluster, service, mutation_id } => {
-                return designate(session, connection, cluster, service, mutation_id).await;
+                return designate(session, connection, cluster, service, mutation_id).await.map(Answer::Json);
             }
             IngressCommand::Get { cluster } => {
                 ("getClusterIngressDesignation".to_owned(), json!({ "clusterId": cluster }))
@@ -718,7 +799,7 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
             ),
         },
     };
-    Ok(session.call(&method, request).await?)
+    Ok(Answer::Json(session.call(&method, request).await?))
 }
 
 #[cfg(test)]

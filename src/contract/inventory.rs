@@ -235,11 +235,46 @@ pub fn parse_node(value: &Value) -> Result<NodeSpec, Vec<String>> {
     }
 }
 
+/// The protocol of a service's target port: a lowercase protocol name of 1 to 16 characters
+/// (`^[a-z][a-z0-9-]{0,15}$`). A spec may name any such protocol; only `tcp` and `udp` can run
+/// ([`PortProtocol::runnable`]), any other makes the service `refused` with
+/// `port-protocol-unsupported` rather than an invalid request. Orders byte-wise, so `tcp` before
+/// `udp`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct PortProtocol(String);
+
+impl PortProtocol {
+    /// Parses a protocol name.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut bytes = text.bytes();
+        let first_is_letter = bytes.next().is_some_and(|byte| byte.is_ascii_lowercase());
+        let rest_valid = bytes.all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-');
+        (first_is_letter && rest_valid && text.len() <= 16).then(|| PortProtocol(text.to_owned()))
+    }
+
+    /// The protocol name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The runnable protocol this names (`tcp` or `udp`), if any.
+    pub fn runnable(&self) -> Option<Protocol> {
+        Protocol::parse(&self.0)
+    }
+}
+
+impl From<Protocol> for PortProtocol {
+    fn from(protocol: Protocol) -> Self {
+        PortProtocol(protocol.as_str().to_owned())
+    }
+}
+
 /// One target port of a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ServicePort {
-    /// `tcp` or `udp`.
-    pub protocol: Protocol,
+    /// The protocol; only `tcp` and `udp` run.
+    pub protocol: PortProtocol,
     /// The port.
     pub port: u16,
 }
@@ -389,12 +424,12 @@ fn read_spec_body(record: &Record<'_>, path: &'static str) -> Result<ServiceSpec
     let ports = violations.field(
         record,
         "ports",
-        "must be { protocol, port } entries sorted by [protocol, port], unique",
+        "must be { protocol, port } entries (protocol a lowercase name, port 1 to 65535) sorted by [protocol, port], unique",
         |value| {
             let ports = reader::list(value, MAXIMUM_SPEC_PORTS, |value| {
                 let port = Record::exact(value, &["protocol", "port"])?;
                 Ok(ServicePort {
-                    protocol: port.read("protocol", reader::protocol)?,
+                    protocol: port.read("protocol", |value| PortProtocol::parse(reader::string(value)?).ok_or(Invalid))?,
                     port: port.read("port", reader::port)?,
                 })
             })?;

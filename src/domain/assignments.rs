@@ -20,10 +20,13 @@
 //! lock, so concurrent reconciles (also in other processes) never issue two different
 //! generations with one number.
 
+use super::Clock;
+use super::service_status::{blocking_verdict, refresh_statuses};
 use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{
     EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
+    snapshot_runtime_assignment,
 };
 use crate::contract::reader::compare_bytes;
 use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
@@ -32,7 +35,7 @@ use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
 use crate::keys::ControllerKeys;
 use crate::store::SharedStore;
-use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState};
+use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState, StoredAssignment};
 use ed25519_dalek::SigningKey;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -121,7 +124,7 @@ pub fn assignment_id(cluster_id: &Id, service_id: &Id, index: u64) -> Id {
 
 /// True when two assignments carry the same order (everything but the revision members and
 /// the digest).
-fn same_content(left: &RuntimeAssignment, right: &RuntimeAssignment) -> bool {
+pub(super) fn same_content(left: &RuntimeAssignment, right: &RuntimeAssignment) -> bool {
     left.controller == right.controller
         && left.organization_id == right.organization_id
         && left.cluster_id == right.cluster_id
@@ -132,27 +135,28 @@ fn same_content(left: &RuntimeAssignment, right: &RuntimeAssignment) -> bool {
         && left.workload == right.workload
 }
 
-/// The assignments the facts call for, by id, as unsigned generation-1 drafts.
-fn desired_assignments(facts: &AssignmentFacts, controller: &ControllerReference) -> BTreeMap<Id, RuntimeAssignment> {
+/// The assignments the facts call for, by id, as unsigned generation-1 drafts: none for a spec
+/// the status judge refuses or keeps waiting ([`blocking_verdict`]).
+pub(super) fn desired_assignments(
+    facts: &AssignmentFacts,
+    controller: &ControllerReference,
+) -> BTreeMap<Id, RuntimeAssignment> {
     let mut desired = BTreeMap::new();
     let Some(cluster) = &facts.cluster else { return desired };
     let names = CLUSTER_INGRESS_ENVIRONMENT_NAMES;
     for spec in &facts.services {
+        if blocking_verdict(spec, facts).is_some() {
+            continue;
+        }
         let body = &spec.body;
         let designation =
             facts.designation.as_ref().filter(|designation| designation.ingress_service_id == body.service_id);
-        if designation.is_some() && cluster.cluster.relay_origin.is_none() {
-            // The ingress environment cannot be completed: no assignment until it can.
-            continue;
-        }
         let node_count = body.placement.node_ids.len() as u64;
-        if node_count == 0 {
-            continue;
-        }
-        let mut ports: Vec<WorkloadPort> =
-            body.ports.iter().map(|port| WorkloadPort { protocol: port.protocol, port: port.port }).collect();
-        ports.sort();
-        ports.dedup();
+        let ports: Vec<WorkloadPort> = body
+            .ports
+            .iter()
+            .filter_map(|port| Some(WorkloadPort { protocol: port.protocol.runnable()?, port: port.port }))
+            .collect();
         for index in 0..body.replicas {
             let node_id = &body.placement.node_ids[(index % node_count) as usize];
             let Some(node) = facts.nodes.iter().find(|node| node.node.id == *node_id) else { continue };
@@ -219,44 +223,58 @@ enum PlannedChange {
 }
 
 /// The reconcile's decision, unsigned: what to issue, activate and deactivate so the stored
-/// heads match what the facts call for. Pure.
+/// heads match what the facts call for. Pure but for one check: a draft whose record would not
+/// read back is never issued (logged instead), so no stored assignment fails its reader.
+///
+/// A head whose record does not read back affects only itself: it leaves its node's set when the
+/// facts no longer call for it, and is replaced by a new generation linking it (by the reference
+/// its head row keeps) when they do.
 fn planned_changes(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<PlannedChange> {
     let desired = desired_assignments(facts, controller);
+    let heads = &facts.heads;
     // Heads that leave their node's set, listed after the issues and activations.
-    let leaving: Vec<PlannedChange> = facts
-        .heads
+    let leaving = heads
+        .readable
         .iter()
-        .filter(|head| head.active && !desired.contains_key(&head.signed.payload.id))
-        .map(|head| PlannedChange::SetActive {
-            id: head.signed.payload.id.clone(),
-            generation: head.signed.payload.generation,
+        .filter(|head| head.active)
+        .map(|head| head.signed.payload.reference())
+        .chain(heads.unreadable.iter().filter(|head| head.active).map(|head| head.reference.clone()))
+        .filter(|reference| !desired.contains_key(&reference.id))
+        .map(|reference| PlannedChange::SetActive {
+            id: reference.id,
+            generation: reference.generation,
             active: false,
-        })
-        .collect();
+        });
+    let leaving: Vec<PlannedChange> = leaving.collect();
     let mut changes = Vec::new();
     for (id, mut draft) in desired {
-        let head = facts.heads.iter().find(|head| head.signed.payload.id == id);
-        match head {
-            Some(head) if same_content(&head.signed.payload, &draft) => {
-                if !head.active {
-                    changes.push(PlannedChange::SetActive {
-                        id,
-                        generation: head.signed.payload.generation,
-                        active: true,
-                    });
-                }
+        let head = heads.readable.iter().find(|head| head.signed.payload.id == id);
+        if let Some(head) = head
+            && same_content(&head.signed.payload, &draft)
+        {
+            if !head.active {
+                changes.push(PlannedChange::SetActive { id, generation: head.signed.payload.generation, active: true });
             }
-            _ => {
-                if let Some(head) = head {
-                    draft.generation = head.signed.payload.generation + 1;
-                    draft.previous = Some(head.signed.payload.reference());
-                }
-                changes.push(PlannedChange::Issue(Box::new(draft)));
-            }
+            continue;
         }
+        if let Some(previous) = heads.reference(&id) {
+            draft.generation = previous.generation + 1;
+            draft.previous = Some(previous);
+        }
+        draft.digest = draft.compute_digest();
+        if !reads_back(&draft) {
+            tracing::error!(assignment = %id, service = %draft.service_id, "a planned assignment would not read back; not issued");
+            continue;
+        }
+        changes.push(PlannedChange::Issue(Box::new(draft)));
     }
     changes.extend(leaving);
     changes
+}
+
+/// True when the assignment's record passes the contract's reader (with its digest).
+fn reads_back(assignment: &RuntimeAssignment) -> bool {
+    serde_json::to_value(assignment).is_ok_and(|value| snapshot_runtime_assignment(&value).is_ok())
 }
 
 /// The reconcile's decision: what to issue, activate and deactivate so the stored heads match
@@ -269,10 +287,7 @@ pub fn plan_assignments(
     planned_changes(facts, controller)
         .into_iter()
         .map(|change| match change {
-            PlannedChange::Issue(mut draft) => {
-                draft.digest = draft.compute_digest();
-                AssignmentChange::Issue(Box::new(sign(key, *draft)))
-            }
+            PlannedChange::Issue(draft) => AssignmentChange::Issue(Box::new(sign(key, *draft))),
             PlannedChange::SetActive { id, generation, active } => {
                 AssignmentChange::SetActive { id, generation, active }
             }
@@ -291,8 +306,11 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
             }
             AssignmentChange::SetActive { id, .. } => id,
         };
-        if let Some(head) = facts.heads.iter().find(|head| head.signed.payload.id == *id) {
+        if let Some(head) = facts.heads.readable.iter().find(|head| head.signed.payload.id == *id) {
             nodes.insert(head.signed.payload.node_id.clone());
+        }
+        if let Some(head) = facts.heads.unreadable.iter().find(|head| head.reference.id == *id) {
+            nodes.insert(head.node_id.clone());
         }
     }
     nodes
@@ -310,6 +328,7 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
 /// issue two generations with one number.
 pub struct AssignmentReconciler {
     store: SharedStore,
+    clock: Arc<dyn Clock>,
     keys: Arc<ControllerKeys>,
     controller: ControllerReference,
     links: Arc<NodeLinks>,
@@ -348,12 +367,22 @@ impl AssignmentReconciler {
     /// `interval`.
     pub fn new(
         store: SharedStore,
+        clock: Arc<dyn Clock>,
         keys: Arc<ControllerKeys>,
         controller: ControllerReference,
         links: Arc<NodeLinks>,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, keys, controller, links, interval, running: Mutex::default() }
+        AssignmentReconciler { store, clock, keys, controller, links, interval, running: Mutex::default() }
+    }
+
+    /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
+    /// change or read repairs it.
+    async fn refresh_statuses(&self, cluster_id: &Id) {
+        let now = self.clock.now_ms();
+        if let Err(error) = refresh_statuses(&self.store, cluster_id, &self.controller, now).await {
+            tracing::warn!(cluster = %cluster_id, %error, "service status refresh failed");
+        }
     }
 
     fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<Id, BackgroundRun>> {
@@ -442,6 +471,7 @@ impl AssignmentReconciler {
                 // Best effort: the next change or the next node ask repairs it.
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
+            self.refresh_statuses(&cluster_id).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;
@@ -475,6 +505,21 @@ impl AssignmentReconciler {
 }
 
 impl Controller {
+    /// The node's current assignment set, sorted by id, without the heads whose records do not
+    /// read back: each of those is logged and affects only itself (the next reconcile replaces
+    /// it or takes it out of the set).
+    async fn readable_node_assignments(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Vec<StoredAssignment>, DomainError> {
+        let heads = self.store.node_assignments(cluster_id, node_id).await?;
+        for head in &heads.unreadable {
+            tracing::error!(cluster = %cluster_id, node = %node_id, assignment = %head.reference.id, generation = head.reference.generation, problem = %head.problem, "a stored runtime assignment does not read back; left out of the node's set");
+        }
+        Ok(heads.readable)
+    }
+
     /// Brings the cluster's stored assignments in line with its specs, nodes and designation,
     /// now. Answers the nodes whose current set changed.
     pub async fn reconcile_assignments(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
@@ -489,6 +534,13 @@ impl Controller {
             Ok(nodes) => self.reconciler.push_runtime_changed(cluster_id, nodes, None),
             Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
         }
+        self.reconciler.refresh_statuses(cluster_id).await;
+    }
+
+    /// After a change that can move service statuses but not assignments (a state report, a
+    /// session open): recomputes them, best effort.
+    pub async fn service_statuses_changed(&self, cluster_id: &Id) {
+        self.reconciler.refresh_statuses(cluster_id).await;
     }
 
     /// Like [`Controller::assignments_changed`], but in the background, off the caller's path:
@@ -517,10 +569,12 @@ impl Controller {
         session: &RuntimeSessionReference,
     ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
         let changed = self.reconcile_assignments(&session.cluster_id).await?;
+        if !changed.is_empty() {
+            self.reconciler.refresh_statuses(&session.cluster_id).await;
+        }
         self.reconciler.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
-            .store
-            .node_assignments(&session.cluster_id, &session.node_id)
+            .readable_node_assignments(&session.cluster_id, &session.node_id)
             .await?
             .into_iter()
             .map(|stored| stored.signed)
@@ -539,7 +593,7 @@ impl Controller {
         request: ResolveRuntimeSecretBindingsRequest,
     ) -> Result<Vec<(String, super::secrets::Bearer)>, DomainError> {
         let ResolveRuntimeSecretBindingsRequest { assignment: reference } = request;
-        let current = self.store.node_assignments(&session.cluster_id, &session.node_id).await?;
+        let current = self.readable_node_assignments(&session.cluster_id, &session.node_id).await?;
         let assignment = current
             .into_iter()
             .map(|stored| stored.signed.payload)
@@ -593,6 +647,7 @@ impl Controller {
             )
             .await?;
         tracing::info!(node = %session.node_id, assignment = %reference.id, generation = reference.generation, state = state.as_str(), "assignment state reported");
+        self.service_statuses_changed(&session.cluster_id).await;
         Ok(())
     }
 
@@ -607,7 +662,7 @@ impl Controller {
     ) -> Result<Vec<RuntimeAssignment>, DomainError> {
         let Some(session) = self.store.current_session(cluster_id, node_id).await? else { return Ok(Vec::new()) };
         let mut running = Vec::new();
-        for stored in self.store.node_assignments(cluster_id, node_id).await? {
+        for stored in self.readable_node_assignments(cluster_id, node_id).await? {
             let assignment = stored.signed.payload;
             if assignment.service_id != *service_id {
                 continue;

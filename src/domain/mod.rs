@@ -15,6 +15,7 @@ pub mod inventory;
 pub mod registration;
 pub mod relays;
 pub mod secrets;
+pub mod service_status;
 pub mod sessions;
 
 use crate::contract::designation::ClusterRuntimeReference;
@@ -199,6 +200,7 @@ impl Controller {
         let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
         let reconciler = Arc::new(assignments::AssignmentReconciler::new(
             store.clone(),
+            clock.clone(),
             keys.clone(),
             issuer,
             links.clone(),

@@ -338,7 +338,12 @@ impl Controller {
             .get_service_spec(&cluster_id, &route.service_id, None)
             .await?
             .ok_or(DomainError::NotFound(MissingKind::Service))?;
-        if !spec.body.ports.iter().any(|port| port.protocol == route.protocol && port.port == route.port) {
+        if !spec
+            .body
+            .ports
+            .iter()
+            .any(|port| port.protocol.runnable() == Some(route.protocol) && port.port == route.port)
+        {
             return Err(invalid(&format!(
                 "request route port must be one of the service's declared {} ports",
                 protocol_name(route.protocol)

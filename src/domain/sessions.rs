@@ -250,6 +250,8 @@ impl Controller {
             .await?
             .ok_or(DomainError::PrincipalRefused)?;
         tracing::info!(cluster = %cluster_id, node = %node_id, generation = session.generation, "runtime session opened");
+        // A new session ends the running of what the node ran under its previous one.
+        self.service_statuses_changed(&cluster_id).await;
         Ok(session)
     }
 

@@ -65,6 +65,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0006_controller_keys_and_readiness.sql"),
         sqlite: include_str!("../../migrations/sqlite/0006_controller_keys_and_readiness.sql"),
     },
+    EmbeddedMigration {
+        version: 8,
+        description: "service runtime status",
+        postgres: include_str!("../../migrations/postgres/0008_service_runtime_status.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0008_service_runtime_status.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -1,6 +1,6 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! [`ServiceStatusStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
 //! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
@@ -29,6 +29,7 @@ mod postgres;
 pub mod registrations;
 pub mod relays;
 mod rows;
+pub mod service_status;
 pub mod sessions;
 mod sql;
 mod sqlite;
@@ -42,6 +43,7 @@ pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
 pub use postgres::POSTGRES_POOL_SIZE;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
+pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
 
@@ -112,6 +114,7 @@ pub trait Store:
     + RelayStore
     + SessionStore
     + RegistrationStore
+    + ServiceStatusStore
     + KeyRecordStore
     + Send
     + Sync

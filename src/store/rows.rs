@@ -15,7 +15,8 @@ use super::registrations::{
     IngressRegistration, RegistrationFacts, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
 };
 use super::relays::{IngressRoute, RelayConnectionState, StoredRelayConnection, StoredRelayCredential};
-use super::sessions::{ReportedState, StoredAssignment};
+use super::service_status::{HeadState, RecordedStatus};
+use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
 use super::sql::Row;
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::ClusterIngressDesignation;
@@ -246,6 +247,58 @@ pub(crate) fn signed_assignment(row: &Row) -> Result<Signed<RuntimeAssignment>, 
 /// A stored assignment generation: [`signed_assignment`]'s columns and `active`.
 pub(crate) fn assignment(row: &Row) -> Result<StoredAssignment, StoreError> {
     Ok(StoredAssignment { signed: signed_assignment(row)?, active: row.boolean("active")? })
+}
+
+/// A head assignment generation: [`assignment`]'s columns, or, when those do not read back, what
+/// the head's own columns say of it (`assignment_id`, `head_generation`, `digest`, `node_id`,
+/// `service_id`, `active`), so that one unreadable record affects only itself.
+pub(crate) fn assignment_head(row: &Row) -> Result<Result<StoredAssignment, UnreadableHead>, StoreError> {
+    let problem = match assignment(row) {
+        Ok(stored) => return Ok(Ok(stored)),
+        Err(StoreError::Corrupt(problem)) => problem,
+        Err(error) => return Err(error),
+    };
+    Ok(Err(UnreadableHead {
+        reference: AuthorityReference {
+            id: row.id("assignment_id", "assignment id")?,
+            generation: row.counter("head_generation", "assignment generation")?,
+            digest: row.digest("digest", "assignment digest")?,
+        },
+        node_id: row.node_id("node_id", "assignment node id")?,
+        service_id: row.id("service_id", "assignment service id")?,
+        active: row.boolean("active")?,
+        problem,
+    }))
+}
+
+/// The reported state of a head generation: `assignment_id`, `generation`, `state`,
+/// `session_id`, `session_generation`.
+pub(crate) fn head_state(row: &Row) -> Result<HeadState, StoreError> {
+    Ok(HeadState {
+        assignment_id: row.id("assignment_id", "assignment id")?,
+        generation: row.counter("generation", "assignment generation")?,
+        state: row.text("state")?,
+        session_id: row.id("session_id", "state session id")?,
+        session_generation: row.counter("session_generation", "session generation")?,
+    })
+}
+
+/// A node's current session: `node_id` and [`session`]'s columns.
+pub(crate) fn current_session(cluster_id: &Id, row: &Row) -> Result<(NodeId, RuntimeSessionReference), StoreError> {
+    let node_id = row.node_id("node_id", "session node id")?;
+    let session = session(cluster_id, &node_id, row)?;
+    Ok((node_id, session))
+}
+
+/// A recorded service status: `service_id`, `spec_revision`, `state`, `reason`, `changed_at`.
+pub(crate) fn recorded_status(row: &Row) -> Result<RecordedStatus, StoreError> {
+    Ok(RecordedStatus {
+        service_id: row.id("service_id", "status service id")?,
+        spec_revision: row.counter("spec_revision", "status spec revision")?,
+        state: row.text("state")?,
+        reason: row.optional_text("reason")?,
+        changed_at: row.counter("changed_at", "status change time")?,
+    })
 }
 
 /// The latest reported state of an assignment generation: `state`, `session_id`,

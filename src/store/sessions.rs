@@ -12,6 +12,10 @@
 //! expected one), so two controller processes never write two different generations with one
 //! number: the second waits for the lock and re-reads the first's heads. A reported state is kept
 //! as the text the domain gives (the schema admits the four states of the spec).
+//!
+//! **An assignment record that does not read back affects only itself.** Heads are read as
+//! [`AssignmentHeads`]: a head whose record fails its contract reader is an [`UnreadableHead`],
+//! described by the head's own columns, and the rest of the cluster reads on.
 
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
@@ -24,7 +28,7 @@ use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::Signed;
-use crate::contract::{DigestedRecord as _, Id, NodeId};
+use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId};
 use async_trait::async_trait;
 
 /// A stored assignment generation: the signed record and whether it is its node's current one
@@ -35,6 +39,54 @@ pub struct StoredAssignment {
     pub signed: Signed<RuntimeAssignment>,
     /// True when this generation is the assignment's head and in its node's current set.
     pub active: bool,
+}
+
+/// A head generation whose stored record does not read back, as the head's own columns describe
+/// it: enough to take it out of its node's set or to link a new generation to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableHead {
+    /// `{ id, generation, digest }` of the head generation.
+    pub reference: AuthorityReference,
+    /// The node it was issued to.
+    pub node_id: NodeId,
+    /// Its service.
+    pub service_id: Id,
+    /// True when it is in its node's current set.
+    pub active: bool,
+    /// What is wrong with the record (for the log).
+    pub problem: String,
+}
+
+/// Head assignment generations, sorted by id: those whose record reads back, and those whose
+/// record does not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AssignmentHeads {
+    /// The heads whose records read back.
+    pub readable: Vec<StoredAssignment>,
+    /// The heads whose records do not.
+    pub unreadable: Vec<UnreadableHead>,
+}
+
+impl AssignmentHeads {
+    fn from_rows(rows: &[super::sql::Row]) -> Result<Self, StoreError> {
+        let mut heads = AssignmentHeads::default();
+        for row in rows {
+            match rows::assignment_head(row)? {
+                Ok(stored) => heads.readable.push(stored),
+                Err(unreadable) => heads.unreadable.push(unreadable),
+            }
+        }
+        Ok(heads)
+    }
+
+    /// The `{ id, generation, digest }` of the head of `id`, readable or not.
+    pub fn reference(&self, id: &Id) -> Option<AuthorityReference> {
+        self.readable
+            .iter()
+            .find(|head| head.signed.payload.id == *id)
+            .map(|head| head.signed.payload.reference())
+            .or_else(|| self.unreadable.iter().find(|head| head.reference.id == *id).map(|head| head.reference.clone()))
+    }
 }
 
 /// What a reconcile reads about one cluster.
@@ -49,7 +101,7 @@ pub struct AssignmentFacts {
     /// The cluster's current Pallet ingress designation.
     pub designation: Option<ClusterIngressDesignation>,
     /// The head generation of every assignment of the cluster (active or not), sorted by id.
-    pub heads: Vec<StoredAssignment>,
+    pub heads: AssignmentHeads,
 }
 
 /// One change a reconcile writes.
@@ -111,7 +163,7 @@ pub trait SessionStore: Send + Sync {
     async fn lock_assignments(&self, cluster_id: &Id) -> Result<Box<dyn LockedAssignments>, StoreError>;
 
     /// The node's current assignment set (active heads on the node), sorted by id.
-    async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Vec<StoredAssignment>, StoreError>;
+    async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError>;
 
     /// One stored assignment generation.
     async fn get_assignment(
@@ -163,6 +215,13 @@ pub trait LockedAssignments: Send {
     async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
+/// The head generations with their records, as [`rows::assignment_head`] reads them; a statement
+/// adds its `WHERE` and `ORDER BY`.
+const HEADS: &str = "SELECT a.record, a.signature, a.digest, h.active, h.assignment_id, \
+     h.generation AS head_generation, h.node_id, h.service_id FROM runtime_assignment_heads h \
+     JOIN runtime_assignments a \
+       ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation";
+
 /// Reads the facts of a reconcile; `lock` takes the cluster's lock first (inside a write
 /// transaction).
 async fn read_facts(
@@ -196,19 +255,12 @@ async fn read_facts(
     .map(rows::service_spec)
     .collect::<Result<Vec<_>, _>>()?;
     let designation = cluster_designation_on(on, cluster_id).await?.flatten();
-    let heads = Statement::composed(format!(
-        "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
-         JOIN runtime_assignments a \
-           ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
-         WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}",
-        backend.bytewise()
-    ))
-    .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(rows::assignment)
-    .collect::<Result<Vec<_>, _>>()?;
+    let heads = AssignmentHeads::from_rows(
+        &Statement::composed(format!("{HEADS} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}", backend.bytewise()))
+            .text(cluster_id.as_str())
+            .fetch_all(on)
+            .await?,
+    )?;
     Ok(AssignmentFacts { cluster, nodes, services, designation, heads })
 }
 
@@ -222,11 +274,11 @@ fn signature_text(signed: &Signed<RuntimeAssignment>) -> Result<String, StoreErr
 /// `SetActive` names a head generation, and no assignment changes twice in one commit.
 fn check_assignment_changes(
     cluster_id: &Id,
-    heads: &[StoredAssignment],
+    heads: &AssignmentHeads,
     changes: &[AssignmentChange],
 ) -> Result<(), StoreError> {
     let refuse = |rule: &str| Err(StoreError::Corrupt(format!("assignment judge broke a store rule: {rule}")));
-    let head = |id: &Id| heads.iter().find(|head| head.signed.payload.id == *id).map(|head| &head.signed.payload);
+    let head = |id: &Id| heads.reference(id);
     let mut seen = std::collections::HashSet::new();
     for change in changes {
         let id = match change {
@@ -251,7 +303,7 @@ fn check_assignment_changes(
                     }
                     Some(current)
                         if payload.generation != current.generation + 1
-                            || payload.previous.as_ref() != Some(&current.reference()) =>
+                            || payload.previous.as_ref() != Some(&current) =>
                     {
                         return refuse("the assignment does not link its head");
                     }
@@ -453,21 +505,17 @@ impl SessionStore for SqlStore {
         Ok(Box::new(LockedSqlAssignments { transaction, cluster_id: cluster_id.clone(), facts }))
     }
 
-    async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Vec<StoredAssignment>, StoreError> {
-        Statement::composed(format!(
-            "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
-             JOIN runtime_assignments a \
-               ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
-             WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
-            self.pool.backend().bytewise()
-        ))
-        .text(cluster_id.as_str())
-        .text(node_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(rows::assignment)
-        .collect()
+    async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError> {
+        AssignmentHeads::from_rows(
+            &Statement::composed(format!(
+                "{HEADS} WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
+                self.pool.backend().bytewise()
+            ))
+            .text(cluster_id.as_str())
+            .text(node_id.as_str())
+            .fetch_all(&mut self.pool.connection().await?)
+            .await?,
+        )
     }
 
     async fn get_assignment(
