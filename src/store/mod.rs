@@ -90,6 +90,8 @@ pub enum MissingKind {
     Cluster,
     /// `what: "service"`.
     Service,
+    /// `what: "node"`.
+    Node,
 }
 
 impl MissingKind {
@@ -99,6 +101,7 @@ impl MissingKind {
             MissingKind::Organization => "organization",
             MissingKind::Cluster => "cluster",
             MissingKind::Service => "service",
+            MissingKind::Node => "node",
         }
     }
 }
