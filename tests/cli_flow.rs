@@ -89,12 +89,11 @@ fn operator_flow(data_dir: &Path, database_url: Option<&str>) {
     assert_eq!(current["designation"], rotated["designation"]);
     let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1"]);
     assert_eq!(chain["designations"].as_array().unwrap().len(), 2);
-    // Applying the whole inventory file again changes nothing that is already there; the
-    // organization and node upserts cannot tell.
+    // Applying the whole inventory file again changes nothing that is already there.
     let applied = cli(&url, &identity, &["apply", "-f", &file("inventory.json")]);
     let results: Vec<&str> =
         applied["applied"].as_array().unwrap().iter().map(|entry| entry["result"].as_str().unwrap()).collect();
-    assert_eq!(results, ["upserted", "unchanged", "upserted", "unchanged"], "{applied}");
+    assert_eq!(results, ["unchanged", "unchanged", "unchanged", "unchanged"], "{applied}");
     // An operator identity issued by the CLI reads but may not write.
     let issued = Command::new(env!("CARGO_BIN_EXE_cloudly"))
         .args(["identity", "issue", "--name", "Ada", "--user-id", "ada", "--role", "viewer", "--ttl", "1h"])

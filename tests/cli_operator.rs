@@ -1,8 +1,10 @@
 //! The administrator CLI as an operator meets it, with the real binary: exit codes (0 answered,
 //! 1 refused, 2 usage, 3 unreachable or timed out), global flags, timeouts, `https://`, files
-//! checked locally with each failing member named, YAML, what `apply` changed, designation
-//! retries answered as replays, shell completions and `identity issue` without keys.
+//! checked locally with each failing member named, YAML, what `apply` changed (and that it
+//! writes nothing unchanged, on both stores), `org get` and `node get`, designation retries
+//! answered as replays, shell completions and `identity issue` without keys.
 
+#[macro_use]
 mod support;
 
 use serde_json::{Value, json};
@@ -11,6 +13,8 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::service::{Backend, TestService};
+
+use cloudly::contract::{Id, NodeId};
 
 /// A temporary directory removed when dropped.
 struct Scratch(PathBuf);
@@ -63,7 +67,12 @@ fn stderr(output: &Output) -> String {
 
 /// A controller on SQLite and the path of an administrator identity file for it.
 async fn controller(scratch: &Scratch) -> (TestService, String) {
-    let service = TestService::start(Backend::Sqlite).await;
+    controller_on(Backend::Sqlite, scratch).await
+}
+
+/// A controller on `backend` and the path of an administrator identity file for it.
+async fn controller_on(backend: Backend, scratch: &Scratch) -> (TestService, String) {
+    let service = TestService::start(backend).await;
     let identity = scratch.write("admin.json", &service.admin().to_string());
     (service, identity.display().to_string())
 }
@@ -241,13 +250,16 @@ async fn a_malformed_file_is_refused_naming_the_member_and_nothing_is_sent() {
     assert!(stderr(&refused).contains("node hostAddresses must be"), "{}", stderr(&refused));
     let inventory = scratch.write(
         "inventory.yaml",
-        "organizations:\n  - { id: org, name: Org }\nclusters:\n  - { id: c1, organizationId: org }\nextra: 1\n",
+        "organizations:\n  - { id: org, name: Org }\nclusters:\n  - { id: c1, organizationId: org }\nextra: 1\n\
+         nodes:\n  - { clusterId: c1, node: { id: node-1, runtimeNamespace: ns-main, hostAddresses: [] }, \
+         rotateCredential: 1 }\n",
     );
     let refused = cloudly(&scratch, &environment, &["apply", "-f", &inventory.display().to_string()]).await;
     assert_eq!(refused.status.code(), Some(2));
     let text = stderr(&refused);
     assert!(text.contains("inventory.extra is not a member"), "{text}");
     assert!(text.contains("clusters[0]: cluster.runtime is missing"), "{text}");
+    assert!(text.contains("nodes[0]: entry.rotateCredential must be a boolean"), "{text}");
     // Nothing of the file was sent: the organization of its first entry does not exist.
     let clusters = cloudly(&scratch, &environment, &["cluster", "list"]).await;
     assert_eq!(stdout_json(&clusters), json!({ "clusters": [] }));
@@ -272,35 +284,129 @@ fn inventory_yaml(cluster_generation: u64) -> String {
     yaml
 }
 
+/// The `result` of each entry `apply` printed.
+fn results(output: &Output) -> Vec<String> {
+    stdout_json(output)["applied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["result"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_reads_yaml_and_reports_what_it_changed() {
     let scratch = Scratch::new();
     let (service, identity) = controller(&scratch).await;
     let environment = environment(&service, &identity);
-    let results = |output: &Output| -> Vec<String> {
-        stdout_json(output)["applied"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|entry| entry["result"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let first = scratch.write("inventory.yml", &inventory_yaml(1)).display().to_string();
     let created = cloudly(&scratch, &environment, &["apply", "-f", &first]).await;
-    assert_eq!(results(&created), ["upserted", "created", "created", "created"]);
+    assert_eq!(results(&created), ["created", "created", "created", "created"]);
     assert!(stdout_json(&created)["applied"][2]["bearer"].as_str().is_some_and(|bearer| bearer.starts_with("sznb_")));
     let again = cloudly(&scratch, &environment, &["apply", "-f", &first]).await;
-    assert_eq!(results(&again), ["upserted", "unchanged", "upserted", "unchanged"]);
+    assert_eq!(results(&again), ["unchanged", "unchanged", "unchanged", "unchanged"]);
     assert_eq!(stdout_json(&again)["applied"][2]["bearer"], Value::Null);
     // Recognised by content without an extension.
     let changed = scratch.write("inventory", &inventory_yaml(2)).display().to_string();
     let updated = cloudly(&scratch, &environment, &["apply", "-f", &changed]).await;
-    assert_eq!(results(&updated), ["upserted", "updated", "upserted", "unchanged"]);
+    assert_eq!(results(&updated), ["unchanged", "updated", "unchanged", "unchanged"]);
     let cluster = cloudly(&scratch, &environment, &["cluster", "get", "c1"]).await;
     assert_eq!(stdout_json(&cluster)["cluster"]["runtime"]["generation"], 2);
     assert_eq!(stdout_json(&cluster)["cluster"]["revision"], 2);
     service.stop().await;
 }
+
+/// The stored revisions of the organizations and nodes `apply_writes_only_what_differs` applies.
+async fn revisions(service: &TestService) -> Value {
+    let mut revisions = json!({});
+    for organization in ["org", "org-2"] {
+        let stored = service.store.get_organization(&Id::parse(organization).unwrap()).await.unwrap();
+        revisions[organization] = json!(stored.map(|stored| stored.revision));
+    }
+    for node in ["node-1", "node-2"] {
+        let stored = service.store.get_node(&Id::parse("c1").unwrap(), &NodeId::parse(node).unwrap()).await.unwrap();
+        revisions[node] = json!(stored.map(|stored| (stored.revision, stored.bearer_hash)));
+    }
+    revisions
+}
+
+on_both_stores!(apply_writes_only_what_differs, |backend| async move {
+    let scratch = Scratch::new();
+    let (service, identity) = controller_on(backend, &scratch).await;
+    let environment = environment(&service, &identity);
+    let mut inventory = json!({
+        "organizations": [{ "id": "org", "name": "Org" }],
+        "clusters": [{ "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 1 },
+                       "relayOrigin": null, "fleetCutoverIngressDesignation": null }],
+        "nodes": [
+            { "clusterId": "c1",
+              "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": ["10.0.0.1"] } },
+            { "clusterId": "c1",
+              "node": { "id": "node-2", "runtimeNamespace": "ns-main", "hostAddresses": ["10.0.0.2"] } },
+        ],
+    });
+    let apply = async |inventory: &Value| {
+        let file = scratch.write("inventory.json", &inventory.to_string()).display().to_string();
+        cloudly(&scratch, &environment, &["apply", "-f", &file]).await
+    };
+    let created = apply(&inventory).await;
+    assert_eq!(results(&created), ["created", "created", "created", "created"]);
+    let before = revisions(&service).await;
+    assert_eq!(before["org"], json!(1));
+    assert_eq!(before["node-1"][0], json!(1));
+
+    // The same file again: nothing is written, not even an organization or a node.
+    let again = apply(&inventory).await;
+    assert_eq!(results(&again), ["unchanged", "unchanged", "unchanged", "unchanged"]);
+    assert!(stdout_json(&again)["applied"][2]["bearer"].is_null());
+    assert_eq!(revisions(&service).await, before, "an unchanged record is not written");
+
+    // One node's host addresses change: exactly that node is written.
+    inventory["nodes"][1]["node"]["hostAddresses"] = json!(["10.0.0.2", "10.0.0.3"]);
+    let moved = apply(&inventory).await;
+    assert_eq!(results(&moved), ["unchanged", "unchanged", "unchanged", "updated"]);
+    assert!(stdout_json(&moved)["applied"][3]["bearer"].is_null(), "no new bearer without rotation");
+    let after = revisions(&service).await;
+    assert_eq!(after["node-1"], before["node-1"]);
+    assert_eq!(after["node-2"][0], json!(2));
+    assert_eq!(after["node-2"][1], before["node-2"][1], "the bearer is kept");
+    let node =
+        stdout_json(&cloudly(&scratch, &environment, &["node", "get", "--cluster", "c1", "--id", "node-2"]).await);
+    assert_eq!(
+        node,
+        json!({ "node": { "id": "node-2", "runtimeNamespace": "ns-main", "hostAddresses": ["10.0.0.2", "10.0.0.3"],
+                          "session": null, "connected": false } })
+    );
+
+    // A new organization is created; the one already there is not written.
+    inventory["organizations"] = json!([{ "id": "org", "name": "Org" }, { "id": "org-2", "name": "Second" }]);
+    let added = apply(&inventory).await;
+    assert_eq!(results(&added), ["unchanged", "created", "unchanged", "unchanged", "unchanged"]);
+    let organization = stdout_json(&cloudly(&scratch, &environment, &["org", "get", "--id", "org-2"]).await);
+    assert_eq!(organization, json!({ "organization": { "id": "org-2", "name": "Second" } }));
+    let with_second = revisions(&service).await;
+    assert_eq!((with_second["org"].clone(), with_second["org-2"].clone()), (json!(1), json!(1)));
+
+    // `rotateCredential: true` always writes the node and prints its new bearer.
+    inventory["nodes"][0]["rotateCredential"] = json!(true);
+    let rotated = apply(&inventory).await;
+    assert_eq!(results(&rotated), ["unchanged", "unchanged", "unchanged", "updated", "unchanged"]);
+    let bearer = stdout_json(&rotated)["applied"][3]["bearer"].clone();
+    assert!(bearer.as_str().is_some_and(|bearer| bearer.starts_with("sznb_")), "{bearer}");
+    let after_rotation = revisions(&service).await;
+    assert_eq!(after_rotation["node-1"][0], json!(2));
+    assert_ne!(after_rotation["node-1"][1], before["node-1"][1], "a new bearer hash");
+    assert_eq!(after_rotation["node-2"], after["node-2"]);
+
+    // A missing node is refused naming it, and no answer carries the bearer.
+    let missing = cloudly(&scratch, &environment, &["node", "get", "--cluster", "c1", "--id", "node-9"]).await;
+    assert_eq!(missing.status.code(), Some(1));
+    let error: Value = serde_json::from_str(&stderr(&missing)).unwrap();
+    assert_eq!(error["error"]["data"], json!({ "code": "not-found", "what": "node" }));
+    let node = cloudly(&scratch, &environment, &["node", "get", "--cluster", "c1", "--id", "node-1"]).await;
+    assert!(!String::from_utf8_lossy(&node.stdout).contains(bearer.as_str().unwrap()));
+    service.stop().await;
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designation_retried_with_its_mutation_id_is_answered_as_a_replay() {

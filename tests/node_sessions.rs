@@ -1,8 +1,9 @@
 //! Node sessions and runtime assignments over a real WebSocket (`/typedsocket`), on PostgreSQL
 //! and on SQLite: opening and superseding sessions, the session check of every node method,
 //! signed and placed assignments, the ingress environment with its secret binding, rotation
-//! with `pushRuntimeChanged`, reported states and `running_assignments`, and the node methods
-//! refused over HTTP.
+//! with `pushRuntimeChanged`, reported states and `running_assignments`, the node methods
+//! refused over HTTP, and the administrators' reads of nodes (`listClusterNodes`,
+//! `getClusterNode`) and of one organization (`getOrganization`).
 
 #[macro_use]
 mod support;
@@ -13,6 +14,7 @@ use cloudly::contract::signing::{PublishedKey, verify};
 use cloudly::contract::{DigestedRecord, Id, NodeId};
 use cloudly::domain::Controller;
 use cloudly::domain::assignments::assignment_id;
+use cloudly::domain::identity::Role;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use support::node_agent::{NodeAgent, WAIT, node_bearer};
@@ -636,6 +638,51 @@ on_both_stores!(list_cluster_nodes_names_the_session_and_the_connection, |backen
     let listed = nodes().await;
     assert_eq!(listed[0]["connected"], json!(false), "a closed socket is not connected");
     assert_eq!(listed[0]["session"], session, "the session stays current until a newer one opens");
+    service.stop().await;
+});
+
+on_both_stores!(get_cluster_node_and_get_organization_read_one_record_for_every_role, |backend| async move {
+    let (service, bearer, _) = seeded(backend).await;
+    let viewer = serde_json::to_value(service.identity("viewer-1", Role::Viewer)).unwrap();
+    let read = async |method: &str, request: Value| service.call_as(&viewer, method, request).await;
+    let node_1 = json!({ "clusterId": "c1", "nodeId": "node-1" });
+    let answer = read("getClusterNode", node_1.clone()).await.unwrap();
+    assert_eq!(
+        answer,
+        json!({ "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [],
+                          "session": null, "connected": false } })
+    );
+    let agent = NodeAgent::connect(&service).await;
+    let session = agent.open("c1", "node-1", &bearer).await;
+    let answer = read("getClusterNode", node_1.clone()).await.unwrap();
+    assert_eq!((&answer["node"]["session"], &answer["node"]["connected"]), (&session, &json!(true)));
+    // What `listClusterNodes` lists for the node, plus its runtime namespace; never the bearer
+    // or its hash.
+    let listed = read("listClusterNodes", json!({ "clusterId": "c1" })).await.unwrap()["nodes"][0].clone();
+    let mut summary = answer["node"].clone();
+    summary.as_object_mut().unwrap().remove("runtimeNamespace");
+    assert_eq!(summary, listed);
+    let stored = service.store.get_node(&id("c1"), &node("node-1")).await.unwrap().unwrap();
+    let hash: String = stored.bearer_hash.iter().map(|byte| format!("{byte:02x}")).collect();
+    let text = answer.to_string();
+    assert!(!text.contains(&bearer) && !text.contains(&hash), "{text}");
+
+    let organization = read("getOrganization", json!({ "organizationId": "org" })).await.unwrap();
+    assert_eq!(organization, json!({ "organization": { "id": "org", "name": "Org" } }));
+
+    // A missing record is named; a malformed member is `request-invalid`.
+    for (method, request, what) in [
+        ("getClusterNode", json!({ "clusterId": "c9", "nodeId": "node-1" }), "cluster"),
+        ("getClusterNode", json!({ "clusterId": "c1", "nodeId": "node-9" }), "node"),
+        ("getOrganization", json!({ "organizationId": "org-9" }), "organization"),
+    ] {
+        let error = read(method, request).await.unwrap_err();
+        assert_eq!(error.data, json!({ "code": "not-found", "what": what }), "{method}");
+    }
+    let error = read("getClusterNode", json!({ "clusterId": "c1", "nodeId": "Node 1" })).await.unwrap_err();
+    assert_eq!(error.data["violations"], json!(["request nodeId must be a NodeId"]));
+    let error = read("getOrganization", json!({ "organizationId": "org", "zz": 1 })).await.unwrap_err();
+    assert_eq!(error.code(), "request-invalid");
     service.stop().await;
 });
 

@@ -439,10 +439,10 @@ const DOMAIN_ERROR_VARIANTS: usize = 18;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
-    let all = vec![MissingKind::Organization, MissingKind::Cluster, MissingKind::Service];
+    let all = vec![MissingKind::Organization, MissingKind::Cluster, MissingKind::Service, MissingKind::Node];
     for kind in &all {
         match kind {
-            MissingKind::Organization | MissingKind::Cluster | MissingKind::Service => {}
+            MissingKind::Organization | MissingKind::Cluster | MissingKind::Service | MissingKind::Node => {}
         }
     }
     all
@@ -1484,6 +1484,8 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.ok("getControllerSigningKeys", None, json!({})).await;
     flow.ok("getControllerSigningKeys", None, Value::Null).await;
     flow.ok("putOrganization", Some(&admin), json!({ "organization": { "id": "org", "name": "Org" } })).await;
+    let organization = flow.ok("getOrganization", Some(&viewer), json!({ "organizationId": "org" })).await;
+    assert_eq!(organization, json!({ "organization": { "id": "org", "name": "Org" } }));
     let relay = json!("https://relay.example.net:8443");
     flow.ok(
         "putCluster",
@@ -1508,6 +1510,8 @@ async fn every_method_answers_in_the_documented_shapes() {
     assert!(kept["bearer"].is_null(), "an unrotated node gets none");
     flow.ok("putClusterNode", Some(&admin), node("node-2", json!([]), true)).await;
     flow.ok("listClusterNodes", Some(&operator), json!({ "clusterId": "c1" })).await;
+    let read = flow.ok("getClusterNode", Some(&viewer), json!({ "clusterId": "c1", "nodeId": "node-1" })).await;
+    assert_eq!(read["node"]["hostAddresses"], json!(["10.0.0.9", "10.0.0.10"]));
     flow.ok(
         "putServiceRuntimeSpec",
         Some(&admin),
@@ -1589,6 +1593,12 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.refused("listClusters", None, Value::Null, "request-invalid").await;
     let missing = flow.refused("getCluster", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
     assert_eq!(missing["what"], json!("cluster"));
+    let missing =
+        flow.refused("getOrganization", Some(&viewer), json!({ "organizationId": "nope" }), "not-found").await;
+    assert_eq!(missing["what"], json!("organization"));
+    let missing = json!({ "clusterId": "c1", "nodeId": "node-9" });
+    let missing = flow.refused("getClusterNode", Some(&viewer), missing, "not-found").await;
+    assert_eq!(missing["what"], json!("node"));
     flow.refused("designateClusterIngress", Some(&admin), designation("m1", 3, 2, Value::Null), "mutation-conflict")
         .await;
     flow.refused("designateClusterIngress", Some(&admin), designation("m3", 4, 1, current.clone()), "runtime-mismatch")

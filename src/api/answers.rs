@@ -35,7 +35,7 @@ fn node_json(stored: &StoredNode) -> Value {
     serde_json::to_value(&stored.node).expect("nodes serialize")
 }
 
-/// `{ organization }`.
+/// `{ organization }` (`putOrganization`, `getOrganization`).
 pub fn organization(stored: &StoredOrganization) -> Value {
     json!({ "organization": stored.organization })
 }
@@ -56,20 +56,27 @@ pub fn node_put(put: &NodePut) -> Value {
     json!({ "node": node_json(&put.node), "bearer": put.bearer.as_ref().map(Bearer::expose) })
 }
 
+/// A node as `listClusterNodes` lists it: `{ id, hostAddresses, session | null, connected }`.
+fn node_summary_json(listing: &NodeListing) -> Value {
+    json!({
+        "id": listing.node.node.id,
+        "hostAddresses": listing.node.node.host_addresses,
+        "session": listing.status.session.as_ref().map(RuntimeSessionReference::to_value),
+        "connected": listing.status.connected,
+    })
+}
+
 /// `{ nodes: [{ id, hostAddresses, session | null, connected }] }`.
 pub fn nodes(listed: &[NodeListing]) -> Value {
-    let nodes: Vec<Value> = listed
-        .iter()
-        .map(|listing| {
-            json!({
-                "id": listing.node.node.id,
-                "hostAddresses": listing.node.node.host_addresses,
-                "session": listing.status.session.as_ref().map(RuntimeSessionReference::to_value),
-                "connected": listing.status.connected,
-            })
-        })
-        .collect();
-    json!({ "nodes": nodes })
+    json!({ "nodes": listed.iter().map(node_summary_json).collect::<Vec<_>>() })
+}
+
+/// `{ node: { id, runtimeNamespace, hostAddresses, session | null, connected } }`: the summary
+/// `listClusterNodes` lists, with the runtime namespace; never the bearer or its hash.
+pub fn node(listing: &NodeListing) -> Value {
+    let mut node = node_summary_json(listing);
+    node["runtimeNamespace"] = json!(listing.node.node.runtime_namespace);
+    json!({ "node": node })
 }
 
 /// `{ spec }`.

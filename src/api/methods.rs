@@ -176,11 +176,31 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "getClusterNode",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::get_cluster_node(request)?;
+                Ok(answers::node(&controller.get_cluster_node(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "getControllerSigningKeys",
         principal: Principal::Anyone(|controller, request| {
             Box::pin(async move {
                 requests::get_controller_signing_keys(request)?;
                 Ok(answers::signing_keys(&controller.get_controller_signing_keys()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getOrganization",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::get_organization(request)?;
+                Ok(answers::organization(&controller.get_organization(request).await?))
             })
         }),
         timeout: Timeout::Standard,

@@ -20,8 +20,8 @@ use crate::domain::assignments::AssignmentState;
 use crate::domain::assignments::{ReportRuntimeAssignmentStateRequest, ResolveRuntimeSecretBindingsRequest};
 use crate::domain::designation::{ListClusterIngressDesignationsRequest, MAX_DESIGNATION_PAGE};
 use crate::domain::inventory::{
-    DeleteServiceRequest, GetServiceRuntimeSpecRequest, PutClusterNodeRequest, PutClusterRequest,
-    PutOrganizationRequest, PutServiceRuntimeSpecRequest,
+    DeleteServiceRequest, GetClusterNodeRequest, GetOrganizationRequest, GetServiceRuntimeSpecRequest,
+    PutClusterNodeRequest, PutClusterRequest, PutOrganizationRequest, PutServiceRuntimeSpecRequest,
 };
 use crate::domain::registration::{
     ListClusterIngressRegistrationsRequest, MAX_REGISTRATION_PAGE, RegisterClusterIngressRequest,
@@ -137,6 +137,12 @@ pub fn put_organization(request: &Request) -> Result<PutOrganizationRequest, Api
     Ok(PutOrganizationRequest { organization: members.parse("organization", parse_organization)? })
 }
 
+/// `getOrganization`: `{ identity, organizationId }`.
+pub fn get_organization(request: &Request) -> Result<GetOrganizationRequest, ApiError> {
+    let members = Members::besides_identity(request, &["organizationId"], &[])?;
+    Ok(GetOrganizationRequest { organization_id: members.id("organizationId")? })
+}
+
 fn expected_revision(members: &Members<'_>) -> Result<Option<u64>, ApiError> {
     members.read("expectedRevision", |value| reader::nullable(value, reader::counter), "null or a counter")
 }
@@ -155,6 +161,15 @@ pub fn put_cluster_node(request: &Request) -> Result<PutClusterNodeRequest, ApiE
         cluster_id: members.id("clusterId")?,
         node: members.parse("node", parse_node)?,
         rotate_credential: members.read("rotateCredential", reader::boolean, "a boolean")?,
+    })
+}
+
+/// `getClusterNode`: `{ identity, clusterId, nodeId }`.
+pub fn get_cluster_node(request: &Request) -> Result<GetClusterNodeRequest, ApiError> {
+    let members = Members::besides_identity(request, &["clusterId", "nodeId"], &[])?;
+    Ok(GetClusterNodeRequest {
+        cluster_id: members.id("clusterId")?,
+        node_id: members.read("nodeId", reader::node_id, "a NodeId")?,
     })
 }
 

@@ -163,11 +163,12 @@ pub enum AdminCommand {
     #[command(subcommand)]
     Route(RouteCommand),
     /// Apply a whole inventory from one JSON or YAML file: `{ organizations, clusters, nodes,
-    /// services }` (each optional). Every record is checked first (nothing is sent when one is
-    /// invalid); clusters and services are created, or replaced by compare-and-swap on their
-    /// current revision when they differ; organizations and nodes are upserts. Prints what each
-    /// record became (`created`, `updated`, `unchanged`, or `upserted` where the controller does
-    /// not tell); node bearers issued on creation are printed once.
+    /// services }` (each optional; a node entry is `{ clusterId, node, rotateCredential? }`).
+    /// Every record is checked first (nothing is sent when one is invalid). Each record is read
+    /// from the controller and written only when it is absent or differs (clusters and services
+    /// by compare-and-swap on the revision read; nodes compared by runtimeNamespace and
+    /// hostAddresses); `rotateCredential: true` always writes the node. Prints what each record
+    /// became (`created`, `updated` or `unchanged`) and each node bearer issued, once.
     Apply {
         /// The inventory file (`.json`, `.yaml`/`.yml`, or by content).
         #[arg(short = 'f', long = "file")]
@@ -191,6 +192,11 @@ pub enum OrgCommand {
         id: String,
         #[arg(long)]
         name: String,
+    },
+    /// One organization.
+    Get {
+        #[arg(long)]
+        id: String,
     },
 }
 
@@ -220,6 +226,13 @@ pub enum NodeCommand {
         /// Issue a new bearer.
         #[arg(long)]
         rotate: bool,
+    },
+    /// One node with its session status (never its bearer).
+    Get {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        id: String,
     },
     /// The nodes of a cluster.
     List {
@@ -550,13 +563,16 @@ impl Inventory {
             organizations: list("organizations", &|item| RecordKind::Organization.violations(item)),
             clusters: list("clusters", &|item| RecordKind::Cluster.violations(item)),
             nodes: list("nodes", &|entry| {
-                let found = member_violations("entry", entry, &["clusterId", "node"]);
+                let found = member_violations("entry", entry, &["clusterId", "node"], &["rotateCredential"]);
                 if !found.is_empty() {
                     return found;
                 }
                 let mut found = Vec::new();
                 if entry["clusterId"].as_str().and_then(Id::parse).is_none() {
                     found.push("entry.clusterId must be an Id".to_owned());
+                }
+                if entry.get("rotateCredential").is_some_and(|rotate| !rotate.is_boolean()) {
+                    found.push("entry.rotateCredential must be a boolean".to_owned());
                 }
                 found.extend(RecordKind::Node.violations(&entry["node"]));
                 found
@@ -567,8 +583,8 @@ impl Inventory {
     }
 }
 
-/// What a compare-and-swap put of `record` over `stored` (the controller's record with its
-/// `revision`, `None` when absent) does: `created`, `updated` or `unchanged`.
+/// What a put of `record` over `stored` (the controller's record, with its `revision` where it
+/// has one; `None` when absent) does: `created`, `updated` or `unchanged`.
 fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
     match stored {
         None => "created",
@@ -584,10 +600,13 @@ fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
 /// became.
 async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome> {
     let mut applied = Vec::new();
-    // `putOrganization` is an upsert whose answer does not say whether anything changed.
     for organization in inventory.organizations {
-        session.call("putOrganization", json!({ "organization": organization })).await?;
-        applied.push(json!({ "organization": organization["id"], "result": "upserted" }));
+        let stored = session.call_if_found("getOrganization", json!({ "organizationId": organization["id"] })).await?;
+        let result = put_result(stored.as_ref().map(|answer| &answer["organization"]), &organization);
+        if result != "unchanged" {
+            session.call("putOrganization", json!({ "organization": organization })).await?;
+        }
+        applied.push(json!({ "organization": organization["id"], "result": result }));
     }
     for cluster in inventory.clusters {
         let stored = session.call_if_found("getCluster", json!({ "clusterId": cluster["id"] })).await?;
@@ -599,13 +618,31 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
         }
         applied.push(json!({ "cluster": cluster["id"], "result": result }));
     }
-    // `putClusterNode` is an upsert; it issues (and answers) a bearer only when it creates the node.
+    // A node is its `runtimeNamespace` and `hostAddresses`; `putClusterNode` issues (and answers)
+    // a bearer when it creates the node or rotates its credential.
     for entry in inventory.nodes {
-        let request = json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": false });
-        let answer = session.call("putClusterNode", request).await?;
-        let result = if answer["bearer"].is_string() { "created" } else { "upserted" };
+        let rotate = entry.get("rotateCredential").and_then(Value::as_bool).unwrap_or(false);
+        let request = json!({ "clusterId": entry["clusterId"], "nodeId": entry["node"]["id"] });
+        let stored = session.call_if_found("getClusterNode", request).await?.map(|answer| {
+            let node = &answer["node"];
+            let (namespace, addresses) = (&node["runtimeNamespace"], &node["hostAddresses"]);
+            json!({ "id": node["id"], "runtimeNamespace": namespace, "hostAddresses": addresses })
+        });
+        let mut result = match put_result(stored.as_ref(), &entry["node"]) {
+            "unchanged" if rotate => "updated",
+            result => result,
+        };
+        let mut bearer = Value::Null;
+        if result != "unchanged" {
+            let request = json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": rotate });
+            bearer = session.call("putClusterNode", request).await?["bearer"].take();
+            // Created by another writer between the read and the put: this put updated it.
+            if result == "created" && bearer.is_null() {
+                result = "updated";
+            }
+        }
         applied.push(json!({
-            "cluster": entry["clusterId"], "node": entry["node"]["id"], "result": result, "bearer": answer["bearer"],
+            "cluster": entry["clusterId"], "node": entry["node"]["id"], "result": result, "bearer": bearer,
         }));
     }
     for spec in inventory.services {
@@ -700,9 +737,12 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
     let (method, request) = match command {
         AdminCommand::Apply { file } => return apply(session, Inventory::read(&file)?).await.map(Answer::Json),
         AdminCommand::Call { method, file } => (method, read_document(&file)?),
-        AdminCommand::Org(OrgCommand::Put { id, name }) => {
-            ("putOrganization".to_owned(), json!({ "organization": { "id": id, "name": name } }))
-        }
+        AdminCommand::Org(command) => match command {
+            OrgCommand::Put { id, name } => {
+                ("putOrganization".to_owned(), json!({ "organization": { "id": id, "name": name } }))
+            }
+            OrgCommand::Get { id } => ("getOrganization".to_owned(), json!({ "organizationId": id })),
+        },
         AdminCommand::Cluster(command) => match command {
             ClusterCommand::Put { file, expected_revision } => (
                 "putCluster".to_owned(),
@@ -716,6 +756,9 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
                 "putClusterNode".to_owned(),
                 json!({ "clusterId": cluster, "node": read_record(&file, RecordKind::Node)?, "rotateCredential": rotate }),
             ),
+            NodeCommand::Get { cluster, id } => {
+                ("getClusterNode".to_owned(), json!({ "clusterId": cluster, "nodeId": id }))
+            }
             NodeCommand::List { cluster } => ("listClusterNodes".to_owned(), json!({ "clusterId": cluster })),
         },
         AdminCommand::Service(command) => match command {

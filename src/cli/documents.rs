@@ -78,7 +78,7 @@ impl RecordKind {
     /// reader's own (one per failing member). Empty when the record is valid.
     pub fn violations(self, value: &Value) -> Vec<String> {
         let path = self.path();
-        let found = member_violations(path, value, self.members());
+        let found = member_violations(path, value, self.members(), &[]);
         if !found.is_empty() {
             return found;
         }
@@ -92,18 +92,20 @@ impl RecordKind {
     }
 }
 
-/// `<path> must be an object`, or each member of `value` outside `members` (`<path>.<key> is not
-/// a member`) and each of `members` absent (`<path>.<key> is missing`).
-pub fn member_violations(path: &str, value: &Value, members: &[&str]) -> Vec<String> {
+/// `<path> must be an object`, or each member of `value` outside `required` and `optional`
+/// (`<path>.<key> is not a member`) and each of `required` absent (`<path>.<key> is missing`).
+pub fn member_violations(path: &str, value: &Value, required: &[&str], optional: &[&str]) -> Vec<String> {
+    let members = required.iter().chain(optional).copied().collect::<Vec<_>>().join(", ");
     let Some(object) = value.as_object() else {
-        return vec![format!("{path} must be an object with the members {}", members.join(", "))];
+        return vec![format!("{path} must be an object with the members {members}")];
     };
-    let unknown = object.keys().filter(|key| !members.contains(&key.as_str())).map(|key| {
+    let unknown = object.keys().filter(|key| !required.contains(&key.as_str()) && !optional.contains(&key.as_str()));
+    let unknown = unknown.map(|key| {
         let shown: String = key.chars().take(64).collect();
-        format!("{path}.{shown} is not a member (members: {})", members.join(", "))
+        format!("{path}.{shown} is not a member (members: {members})")
     });
     let missing =
-        members.iter().filter(|key| !object.contains_key(**key)).map(|key| format!("{path}.{key} is missing"));
+        required.iter().filter(|key| !object.contains_key(**key)).map(|key| format!("{path}.{key} is missing"));
     unknown.chain(missing).collect()
 }
 

@@ -1,11 +1,12 @@
 //! The inventory methods of `07-inventory.md`: organizations, clusters, nodes, service runtime
 //! specs. Writes are `admin`; reads every role. Replacing writes are compare-and-swaps.
+//! `getOrganization` and `getClusterNode` are this project's reads beside the spec's table.
 
 use super::secrets::Bearer;
 use super::sessions::NodeSessionStatus;
 use super::{ClusterRequest, Controller, DomainError};
-use crate::contract::Id;
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
+use crate::contract::{Id, NodeId};
 use crate::store::{MissingKind, PutOutcome, StoredCluster, StoredNode, StoredOrganization};
 
 /// The prefix of node bearers (`sznb_` + 256 random bits).
@@ -21,7 +22,7 @@ pub struct NodePut {
     pub bearer: Option<Bearer>,
 }
 
-/// One node of `listClusterNodes`: the node and its session status.
+/// One node of `listClusterNodes` or `getClusterNode`: the node and its session status.
 #[derive(Debug, Clone)]
 pub struct NodeListing {
     /// The node.
@@ -35,6 +36,13 @@ pub struct NodeListing {
 pub struct PutOrganizationRequest {
     /// The organization.
     pub organization: Organization,
+}
+
+/// `getOrganization`: `{ identity, organizationId }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetOrganizationRequest {
+    /// The organization.
+    pub organization_id: Id,
 }
 
 /// `putCluster`: `{ identity, cluster, expectedRevision }`.
@@ -55,6 +63,15 @@ pub struct PutClusterNodeRequest {
     pub node: NodeSpec,
     /// Issue a new bearer for an existing node.
     pub rotate_credential: bool,
+}
+
+/// `getClusterNode`: `{ identity, clusterId, nodeId }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetClusterNodeRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The node.
+    pub node_id: NodeId,
 }
 
 /// `putServiceRuntimeSpec`: `{ identity, spec, expectedRevision }`.
@@ -93,6 +110,12 @@ impl Controller {
     pub async fn put_organization(&self, request: PutOrganizationRequest) -> Result<StoredOrganization, DomainError> {
         let PutOrganizationRequest { organization } = request;
         Ok(self.store.put_organization(&organization).await?)
+    }
+
+    /// `getOrganization` (every role) → `{ organization }`.
+    pub async fn get_organization(&self, request: GetOrganizationRequest) -> Result<StoredOrganization, DomainError> {
+        let GetOrganizationRequest { organization_id } = request;
+        self.store.get_organization(&organization_id).await?.ok_or(DomainError::NotFound(MissingKind::Organization))
     }
 
     /// `putCluster` (admin) → `{ cluster }`.
@@ -147,10 +170,24 @@ impl Controller {
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         let mut listed = Vec::new();
         for node in self.store.list_nodes(&cluster_id).await? {
-            let status = self.node_session_status(&node.cluster_id, &node.node.id).await?;
-            listed.push(NodeListing { node, status });
+            listed.push(self.node_listing(node).await?);
         }
         Ok(listed)
+    }
+
+    /// `getClusterNode` (every role) → `{ node }`: one node with its session status. A missing
+    /// cluster is `not-found` naming the cluster, a missing node naming the node.
+    pub async fn get_cluster_node(&self, request: GetClusterNodeRequest) -> Result<NodeListing, DomainError> {
+        let GetClusterNodeRequest { cluster_id, node_id } = request;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        let node = self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
+        self.node_listing(node).await
+    }
+
+    /// A node with its session status.
+    async fn node_listing(&self, node: StoredNode) -> Result<NodeListing, DomainError> {
+        let status = self.node_session_status(&node.cluster_id, &node.node.id).await?;
+        Ok(NodeListing { node, status })
     }
 
     /// `putServiceRuntimeSpec` (admin) → `{ spec }`.

@@ -92,6 +92,8 @@ pub enum MissingKind {
     Cluster,
     /// `what: "service"`.
     Service,
+    /// `what: "node"`.
+    Node,
 }
 
 impl MissingKind {
@@ -101,6 +103,7 @@ impl MissingKind {
             MissingKind::Organization => "organization",
             MissingKind::Cluster => "cluster",
             MissingKind::Service => "service",
+            MissingKind::Node => "node",
         }
     }
 }
