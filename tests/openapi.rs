@@ -433,9 +433,10 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::AssignmentNotFound => 15,
         DomainError::ProtocolRefused => 16,
         DomainError::RegistrationRefused(_) => 17,
+        DomainError::AddressPlanChangeRefused(_) => 18,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 18;
+const DOMAIN_ERROR_VARIANTS: usize = 19;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -483,6 +484,7 @@ fn domain_error_samples() -> Vec<DomainError> {
         DomainError::RevisionConflict(None),
         DomainError::DesignationConflict(Some(reference)),
         DomainError::DesignationConflict(None),
+        DomainError::AddressPlanChangeRefused(vec!["a pool of the previous revision is missing".to_owned()]),
         DomainError::StoreUnavailable,
         DomainError::Internal,
     ];

@@ -65,6 +65,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0006_controller_keys_and_readiness.sql"),
         sqlite: include_str!("../../migrations/sqlite/0006_controller_keys_and_readiness.sql"),
     },
+    EmbeddedMigration {
+        version: 7,
+        description: "network",
+        postgres: include_str!("../../migrations/postgres/0007_network.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0007_network.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

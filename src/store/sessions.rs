@@ -17,6 +17,7 @@ use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
+use super::network::{LeaseWriter, TransactionLeases};
 use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
@@ -155,6 +156,10 @@ pub trait LockedAssignments: Send {
     /// [`StoreError::Corrupt`] (a bug in the planner); a guard that finds another state answers
     /// [`StoreError::Unavailable`]. Either way the transaction must not be committed.
     async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError>;
+
+    /// The leases of the locked cluster in the same transaction, so leases follow the applied
+    /// changes atomically.
+    fn leases(&mut self) -> Box<dyn LeaseWriter + '_>;
 
     /// Commits the changes.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -366,6 +371,10 @@ impl LockedAssignments for LockedSqlAssignments {
             }
         }
         Ok(())
+    }
+
+    fn leases(&mut self) -> Box<dyn LeaseWriter + '_> {
+        Box::new(TransactionLeases::new(&mut self.transaction, &self.cluster_id))
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
