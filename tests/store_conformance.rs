@@ -1281,7 +1281,7 @@ async fn network_plans_and_leases_keep_their_rules(context: Context) {
     let leases = store.live_leases(&cluster).await.unwrap();
     assert_eq!(leases.len(), 2);
     for lease in &leases {
-        assert_eq!(store.lease_generations(&cluster, &lease.id).await.unwrap(), [lease.clone()]);
+        assert_eq!(store.lease_generations(&cluster, &lease.id).await.unwrap(), std::slice::from_ref(lease));
     }
 
     // A lease on a live lease's link subnet: the database refuses it, nothing is written.
