@@ -433,9 +433,10 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::AssignmentNotFound => 15,
         DomainError::ProtocolRefused => 16,
         DomainError::RegistrationRefused(_) => 17,
+        DomainError::AddressPlanChangeRefused(_) => 18,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 18;
+const DOMAIN_ERROR_VARIANTS: usize = 19;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -483,6 +484,7 @@ fn domain_error_samples() -> Vec<DomainError> {
         DomainError::RevisionConflict(None),
         DomainError::DesignationConflict(Some(reference)),
         DomainError::DesignationConflict(None),
+        DomainError::AddressPlanChangeRefused(vec!["a pool of the previous revision is missing".to_owned()]),
         DomainError::StoreUnavailable,
         DomainError::Internal,
     ];
@@ -1525,6 +1527,24 @@ async fn every_method_answers_in_the_documented_shapes() {
         json!({ "clusterId": "c1", "serviceId": "ingress", "revision": 1 }),
     )
     .await;
+    // The address plan: none yet, the seed's example accepted (its organization's pool leases the
+    // ingress's assignment), a change that would strand the lease refused.
+    flow.ok("getRuntimeNetworkAddressPlan", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    let plan = |revision: u64, pools: Value| {
+        json!({ "plan": {
+            "clusterId": "c1", "revision": revision, "prefixes": ["10.64.0.0/16", "192.0.2.16/28"], "pools": pools,
+            "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
+            "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
+            "platformEndpoints": [
+                { "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 },
+                { "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 },
+            ],
+        } })
+    };
+    let pools = json!([{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }]);
+    flow.ok("putRuntimeNetworkAddressPlan", Some(&admin), plan(1, pools)).await;
+    flow.ok("getRuntimeNetworkAddressPlan", Some(&operator), json!({ "clusterId": "c1" })).await;
+    flow.refused("putRuntimeNetworkAddressPlan", Some(&admin), plan(2, json!([])), "address-plan-change-refused").await;
 
     let first = flow.ok("designateClusterIngress", Some(&operator), designation("m1", 3, 1, Value::Null)).await;
     let replay = flow.ok("designateClusterIngress", Some(&operator), designation("m1", 3, 1, Value::Null)).await;

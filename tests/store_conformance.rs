@@ -13,8 +13,17 @@ use cloudly::contract::designation::{
 use cloudly::contract::inventory::{
     ClusterRuntime, ClusterSpec, NodeSpec, Organization, Placement, ServicePort, ServiceRuntimeSpec, ServiceSpecBody,
 };
+use cloudly::contract::network::RuntimeNetworkLease;
+use cloudly::contract::network::address_plan::{
+    RuntimeNetworkAddressPlan, seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
+};
+use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
+use cloudly::domain::{Controller, SystemClock};
+use cloudly::keys::ControllerKeys;
+use cloudly::store::StoredNetworkPlan;
+use cloudly::store::network::LeaseChange;
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::{
     Backend, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome, SealedSecret,
@@ -84,6 +93,7 @@ on_both_stores!(run =>
     a_cancelled_write_releases_its_locks_at_once,
     racing_key_sets_record_exactly_one_and_readiness_writes,
     service_statuses_keep_their_time_until_the_verdict_changes,
+    network_plans_and_leases_keep_their_rules,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1257,4 +1267,130 @@ async fn a_cancelled_write_releases_its_locks_at_once(context: Context) {
     written(store.put_service_spec(&spec_body("c1", "ingress", "ingress:2"), Some(1)).await.unwrap());
     holder.close().await.ok();
     probe.close().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime network address plans and leases.
+
+/// An address plan of `c1` at `revision` with organization `org`'s pool `pool`.
+fn address_plan(revision: u64, pool: &str) -> RuntimeNetworkAddressPlan {
+    let sealed = seal_runtime_network_address_plan(&serde_json::json!({
+        "clusterId": "c1", "revision": revision, "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
+        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": pool }],
+        "vpn": null, "hubs": [],
+        "platformEndpoints": [{ "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 }],
+    }))
+    .unwrap();
+    snapshot_runtime_network_address_plan(&sealed).unwrap()
+}
+
+/// Plans are kept by revision with the authority generation each made, leases by generation with
+/// their heads; a plan or lease change that breaks a rule of the store, and a live lease that
+/// overlaps another, write nothing; a row that does not read back is corrupt.
+async fn network_plans_and_leases_keep_their_rules(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    for name in ["node-1", "node-2"] {
+        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
+    }
+    let cluster = id("c1");
+    assert!(store.lock_network(&id("c9")).await.unwrap().is_none(), "no cluster, no lock");
+    assert_eq!(store.network_plan(&cluster).await.unwrap(), None);
+
+    let first = address_plan(1, "10.64.0.0/29");
+    let authority = compose_runtime_network_protected_authority(&cluster, None, &first).unwrap();
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    for (plan, authority) in [(address_plan(2, "10.64.0.0/29"), Some(&authority)), (first.clone(), None)] {
+        let refused = locked.write_plan(&plan, authority).await;
+        assert!(matches!(refused, Err(StoreError::Corrupt(_))), "{refused:?}");
+    }
+    let mut tampered = first.clone();
+    tampered.revision = 1;
+    tampered.pools.clear();
+    assert!(matches!(locked.write_plan(&tampered, Some(&authority)).await, Err(StoreError::Corrupt(_))));
+    locked.write_plan(&first, Some(&authority)).await.unwrap();
+    locked.commit().await.unwrap();
+    let stored = StoredNetworkPlan { plan: first.clone(), authority: authority.clone() };
+    assert_eq!(store.network_plan(&cluster).await.unwrap(), Some(stored.clone()));
+    // A revision that keeps the authority writes the plan alone.
+    let grown = address_plan(2, "10.64.0.0/28");
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    assert_eq!(locked.current(), Some(&stored));
+    locked.write_plan(&grown, None).await.unwrap();
+    locked.commit().await.unwrap();
+    let stored = StoredNetworkPlan { plan: grown, authority };
+    assert_eq!(store.network_plan(&cluster).await.unwrap(), Some(stored.clone()));
+
+    // The assignment reconcile allocates leases in its own transaction.
+    let controller =
+        Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
+    controller.reconcile_assignments(&cluster).await.unwrap();
+    let leases = store.live_leases(&cluster).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    for lease in &leases {
+        assert_eq!(store.lease_generations(&cluster, &lease.id).await.unwrap(), std::slice::from_ref(lease));
+    }
+
+    // A lease on a live lease's link subnet: the database refuses it, nothing is written.
+    let overlapping = RuntimeNetworkLease {
+        id: fresh_id("lease"),
+        generation: 1,
+        previous: None,
+        ipv4: leases[0].ipv4,
+        ..leases[1].clone()
+    }
+    .with_computed_digest();
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    let changes = [
+        LeaseChange::Release { id: leases[1].id.clone(), generation: 1 },
+        LeaseChange::Issue(Box::new(overlapping.clone())),
+    ];
+    let refused = locked.apply_leases(&changes).await;
+    assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");
+    locked.rollback().await.unwrap();
+    assert_eq!(store.live_leases(&cluster).await.unwrap(), leases);
+    assert!(store.lease_generations(&cluster, &overlapping.id).await.unwrap().is_empty());
+
+    // Changes a planner must never make are refused before anything is written.
+    let mut untrue = leases[0].clone();
+    untrue.generation = 2;
+    untrue.previous = Some(leases[0].reference());
+    let linked = untrue.clone().with_computed_digest();
+    let mut unlinked = linked.clone();
+    unlinked.previous = Some(leases[1].reference());
+    let unlinked = unlinked.with_computed_digest();
+    let mut foreign = RuntimeNetworkLease { id: fresh_id("lease"), ..overlapping.clone() };
+    foreign.cluster_id = id("c2");
+    let foreign = foreign.with_computed_digest();
+    let twice = LeaseChange::Release { id: linked.id.clone(), generation: 1 };
+    for (rule, changes) in [
+        ("a digest that is not the content's", vec![LeaseChange::Issue(Box::new(untrue))]),
+        ("a chain that does not link", vec![LeaseChange::Issue(Box::new(unlinked))]),
+        ("another cluster", vec![LeaseChange::Issue(Box::new(foreign))]),
+        ("one lease twice", vec![LeaseChange::Issue(Box::new(linked.clone())), twice]),
+    ] {
+        let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+        let refused = locked.apply_leases(&changes).await;
+        assert!(matches!(refused, Err(StoreError::Corrupt(_))), "{rule}: {refused:?}");
+        locked.rollback().await.unwrap();
+    }
+    // A stale head: the guard finds another state.
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    let stale = locked.apply_leases(&[LeaseChange::Release { id: leases[0].id.clone(), generation: 2 }]).await;
+    assert!(matches!(stale, Err(StoreError::Unavailable(_))), "{stale:?}");
+    locked.rollback().await.unwrap();
+    // The next generation of a live lease (a move) is written and read back.
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    locked.apply_leases(&[LeaseChange::Issue(Box::new(linked.clone()))]).await.unwrap();
+    locked.commit().await.unwrap();
+    assert_eq!(store.lease_generations(&cluster, &linked.id).await.unwrap(), [leases[0].clone(), linked.clone()]);
+    assert_eq!(store.live_leases(&cluster).await.unwrap(), [linked, leases[1].clone()].into_iter().collect::<Vec<_>>());
+
+    context.database.execute("UPDATE runtime_network_leases SET record = '{}'").await;
+    assert!(matches!(store.live_leases(&cluster).await, Err(StoreError::Corrupt(_))));
+    context
+        .database
+        .execute("UPDATE runtime_network_address_plans SET digest = record, record = '{\"clusterId\":1}'")
+        .await;
+    assert!(matches!(store.network_plan(&cluster).await, Err(StoreError::Corrupt(_))));
 }

@@ -20,6 +20,7 @@ use crate::domain::inventory::{NodeListing, NodePut};
 use crate::domain::registration::{RegistrationAccepted, RegistrationPage};
 use crate::domain::relays::{RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
 use crate::domain::secrets::Bearer;
+use crate::store::network::StoredNetworkPlan;
 use crate::store::registrations::StoredIngressRegistration;
 use crate::store::relays::{StoredRelayConnection, StoredRouteTable};
 use crate::store::{StoredCluster, StoredNode, StoredOrganization};
@@ -92,6 +93,15 @@ pub fn status(status: &ServiceRuntimeStatus) -> Value {
 /// `{ statuses }`.
 pub fn statuses(statuses: &[ServiceRuntimeStatus]) -> Value {
     json!({ "statuses": statuses.iter().map(ServiceRuntimeStatus::to_value).collect::<Vec<_>>() })
+}
+
+/// `{ plan, protectedAuthority }`: the address plan with its digest and the cluster's protected
+/// authority, both `null` when the cluster has no plan.
+pub fn network_plan(stored: Option<&StoredNetworkPlan>) -> Value {
+    json!({
+        "plan": stored.map(|stored| stored.plan.to_value()),
+        "protectedAuthority": stored.map(|stored| stored.authority.to_value()),
+    })
 }
 
 /// `{ deleted: true }`.

@@ -76,6 +76,10 @@ impl From<DomainError> for ApiError {
                 "expectedDesignation is not the cluster's current designation",
                 json!({ "code": "designation-conflict", "current": current }),
             ),
+            DomainError::AddressPlanChangeRefused(violations) => ApiError::new(
+                "the address plan change is refused",
+                json!({ "code": "address-plan-change-refused", "violations": violations }),
+            ),
             DomainError::RelayConnectionLost => ApiError::new(
                 "the relay connection is superseded or expired; connect again",
                 json!({ "code": "relay-connection-lost" }),

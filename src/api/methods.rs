@@ -217,6 +217,16 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "getRuntimeNetworkAddressPlan",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::cluster(request)?;
+                Ok(answers::network_plan(controller.get_runtime_network_address_plan(request).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "getServiceRuntimeSpec",
         principal: Principal::Administrator(Access::Read, |controller, _, request| {
             Box::pin(async move {
@@ -351,6 +361,16 @@ pub static METHODS: &[Method] = &[
             Box::pin(async move {
                 let request = requests::put_organization(request)?;
                 Ok(answers::organization(&controller.put_organization(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "putRuntimeNetworkAddressPlan",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::put_runtime_network_address_plan(request)?;
+                Ok(answers::network_plan(Some(&controller.put_runtime_network_address_plan(request).await?)))
             })
         }),
         timeout: Timeout::Standard,

@@ -11,6 +11,10 @@
 use super::error::ApiError;
 use crate::contract::designation::{ClusterIngressDesignationRequest, snapshot_cluster_ingress_designation_request};
 use crate::contract::inventory::{parse_cluster, parse_node, parse_organization, parse_service_spec_body};
+use crate::contract::network::address_plan::{
+    MEMBERS_WITHOUT_DIGEST, seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
+    validate_runtime_network_address_plan,
+};
 use crate::contract::reader::{self, Parsed};
 use crate::contract::registration::{parse_cluster_ingress_registration, read_protocol_offer};
 use crate::contract::session::RuntimeSessionReference;
@@ -23,6 +27,7 @@ use crate::domain::inventory::{
     DeleteServiceRequest, GetClusterNodeRequest, GetOrganizationRequest, GetServiceRuntimeSpecRequest,
     PutClusterNodeRequest, PutClusterRequest, PutOrganizationRequest, PutServiceRuntimeSpecRequest,
 };
+use crate::domain::network::PutRuntimeNetworkAddressPlanRequest;
 use crate::domain::registration::{
     ListClusterIngressRegistrationsRequest, MAX_REGISTRATION_PAGE, RegisterClusterIngressRequest,
 };
@@ -204,6 +209,38 @@ pub fn delete_service(request: &Request) -> Result<DeleteServiceRequest, ApiErro
         service_id: members.id("serviceId")?,
         expected_revision: members.read("expectedRevision", reader::counter, "a counter")?,
     })
+}
+
+/// `putRuntimeNetworkAddressPlan`: `{ identity, plan }`, the plan without `digest` (the controller
+/// computes it). The plan's members are named first (each missing one, then each unknown one,
+/// `digest` among them), then every violation of its rules (`validateRuntimeNetworkAddressPlan`,
+/// at most one per field); the plan answered is sealed with its digest.
+pub fn put_runtime_network_address_plan(request: &Request) -> Result<PutRuntimeNetworkAddressPlanRequest, ApiError> {
+    let members = Members::besides_identity(request, &["plan"], &[])?;
+    let Value::Object(plan) = members.get("plan") else {
+        return Err(invalid("request plan must be an object"));
+    };
+    let mut violations: Vec<String> = MEMBERS_WITHOUT_DIGEST
+        .iter()
+        .filter(|key| !plan.contains_key(**key))
+        .map(|key| format!("request plan {key} is required"))
+        .collect();
+    violations.extend(
+        plan.keys()
+            .filter(|key| !MEMBERS_WITHOUT_DIGEST.contains(&key.as_str()))
+            .map(|key| unknown_member("request plan", key)),
+    );
+    if !violations.is_empty() {
+        return Err(ApiError::request_invalid(violations));
+    }
+    let sealed =
+        seal_runtime_network_address_plan(members.get("plan")).map_err(|rejected| invalid(rejected.to_string()))?;
+    let violations = validate_runtime_network_address_plan(&sealed);
+    if !violations.is_empty() {
+        return Err(ApiError::request_invalid(violations));
+    }
+    let plan = snapshot_runtime_network_address_plan(&sealed).map_err(|rejected| invalid(rejected.to_string()))?;
+    Ok(PutRuntimeNetworkAddressPlanRequest { plan })
 }
 
 /// `designateClusterIngress`: `{ identity, designation }`, the designation read by the seed's

@@ -5,7 +5,7 @@
 //! invalid input file); 3 the controller could not be reached or did not answer in time (the
 //! message names the URL, never the identity).
 
-use super::documents::{RecordKind, invalid_file, member_violations, read_document, read_record};
+use super::documents::{RecordKind, invalid_file, member_violations, read_document, read_network_plan, read_record};
 use super::remembered::{DesignationKey, RememberedDesignations};
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
@@ -162,6 +162,9 @@ pub enum AdminCommand {
     /// The cluster ingress route table.
     #[command(subcommand)]
     Route(RouteCommand),
+    /// The cluster's runtime network.
+    #[command(subcommand)]
+    Network(NetworkCommand),
     /// Apply a whole inventory from one JSON or YAML file: `{ organizations, clusters, nodes,
     /// services }` (each optional; a node entry is `{ clusterId, node, rotateCredential? }`).
     /// Every record is checked first (nothing is sent when one is invalid). Each record is read
@@ -369,6 +372,31 @@ pub enum RouteCommand {
     },
     /// The cluster's route table (`null` before its first route).
     List {
+        #[arg(long)]
+        cluster: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetworkCommand {
+    /// The cluster's address plan.
+    #[command(subcommand)]
+    Plan(NetworkPlanCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetworkPlanCommand {
+    /// Write the address plan from a JSON or YAML file (without `digest`). The plan's revision is
+    /// --expected-revision + 1, or the file's `revision`, or 1 for a first plan.
+    Put {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The current revision of the cluster's plan; omit for a first plan.
+        #[arg(long = "expected-revision")]
+        expected_revision: Option<u64>,
+    },
+    /// The cluster's address plan and protected authority (`null` before its first plan).
+    Get {
         #[arg(long)]
         cluster: String,
     },
@@ -814,6 +842,15 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
                 ("deleteClusterIngressRoute".to_owned(), json!({ "clusterId": cluster, "hostname": hostname }))
             }
             RouteCommand::List { cluster } => ("getClusterIngressRoutes".to_owned(), json!({ "clusterId": cluster })),
+        },
+        AdminCommand::Network(NetworkCommand::Plan(command)) => match command {
+            NetworkPlanCommand::Put { file, expected_revision } => (
+                "putRuntimeNetworkAddressPlan".to_owned(),
+                json!({ "plan": read_network_plan(&file, expected_revision)? }),
+            ),
+            NetworkPlanCommand::Get { cluster } => {
+                ("getRuntimeNetworkAddressPlan".to_owned(), json!({ "clusterId": cluster }))
+            }
         },
         AdminCommand::Ingress(command) => match command {
             IngressCommand::Designate { cluster, service, mutation_id } => {

@@ -6,6 +6,9 @@ use crate::contract::inventory::{
     CLUSTER_MEMBERS, NODE_MEMBERS, ORGANIZATION_MEMBERS, SERVICE_SPEC_BODY_MEMBERS, parse_cluster, parse_node,
     parse_organization, parse_service_spec_body,
 };
+use crate::contract::network::address_plan::{
+    MEMBERS_WITHOUT_DIGEST, seal_runtime_network_address_plan, validate_runtime_network_address_plan,
+};
 use serde_json::Value;
 use std::path::Path;
 
@@ -120,6 +123,40 @@ pub fn read_record(path: &Path, kind: RecordKind) -> anyhow::Result<Value> {
     let value = read_document(path)?;
     let violations = kind.violations(&value);
     if violations.is_empty() { Ok(value) } else { Err(invalid_file(path, &violations)) }
+}
+
+/// Reads an address plan file for `network plan put`: the plan without `digest` (the controller
+/// computes it). With `expected_revision` N (the current revision) the plan's `revision` is
+/// N + 1, and a `revision` in the file must say so too; without it, the file's `revision`, else 1
+/// (a first plan). Every member and every rule of the contract is checked before anything is
+/// sent.
+pub fn read_network_plan(path: &Path, expected_revision: Option<u64>) -> anyhow::Result<Value> {
+    let mut plan = read_document(path)?;
+    if let Some(members) = plan.as_object_mut() {
+        let stated = members.get("revision").cloned();
+        let revision = match expected_revision {
+            Some(expected) => {
+                let next = expected.saturating_add(1);
+                if stated.as_ref().is_some_and(|stated| stated.as_u64() != Some(next)) {
+                    let violation =
+                        format!("plan.revision must be {next} with --expected-revision {expected}, or be left out");
+                    return Err(invalid_file(path, &[violation]));
+                }
+                Value::from(next)
+            }
+            None => stated.unwrap_or_else(|| Value::from(1)),
+        };
+        members.insert("revision".to_owned(), revision);
+    }
+    let violations = member_violations("plan", &plan, &MEMBERS_WITHOUT_DIGEST, &[]);
+    if !violations.is_empty() {
+        return Err(invalid_file(path, &violations));
+    }
+    let violations = match seal_runtime_network_address_plan(&plan) {
+        Ok(sealed) => validate_runtime_network_address_plan(&sealed),
+        Err(rejected) => vec![rejected.to_string()],
+    };
+    if violations.is_empty() { Ok(plan) } else { Err(invalid_file(path, &violations)) }
 }
 
 #[cfg(test)]

@@ -415,6 +415,7 @@ impl AssignmentReconciler {
         }
         let nodes = touched_nodes(facts, &changes);
         locked.apply(&changes).await?;
+        super::network::leases_follow_assignments(&mut *locked.leases()).await?;
         locked.commit().await?;
         tracing::info!(cluster = %cluster_id, changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)

@@ -12,6 +12,7 @@ pub mod assignments;
 pub mod designation;
 pub mod identity;
 pub mod inventory;
+pub mod network;
 pub mod registration;
 pub mod relays;
 pub mod secrets;
@@ -81,6 +82,10 @@ pub enum DomainError {
     /// `designation-conflict` with the current reference.
     #[error("designation conflict")]
     DesignationConflict(Option<AuthorityReference>),
+    /// `address-plan-change-refused` with every violation: an address plan write that
+    /// `admitRuntimeNetworkAddressPlanChange` refuses, or that would strand a live lease.
+    #[error("address plan change refused")]
+    AddressPlanChangeRefused(Vec<String>),
     /// `relay-connection-lost`: a known connection token whose connection is superseded or
     /// expired; the relay must connect again.
     #[error("relay connection lost")]

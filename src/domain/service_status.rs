@@ -12,7 +12,10 @@
 //! `port-protocol-unsupported` (a port whose protocol is neither `tcp` nor `udp`),
 //! `ports-too-many` (more than 64 target ports), `environment-too-large` (the assignment's
 //! environment, the ingress names included, over its bounds), `no-eligible-node` (a placement node
-//! that does not exist), the four volume refusals, then `bindings-pending` (the designated
+//! that does not exist), `network-workload-pool-missing` / `-exhausted` (the cluster has an
+//! address plan and the organization's workload pool is missing or cannot hold a lease per
+//! replica beside other services' leases: `domain::network::judge_lease_refusal`), the four
+//! volume refusals, then `bindings-pending` (the designated
 //! ingress of a cluster without `relayOrigin`). A spec that passes is `converged` when every
 //! assignment it calls for is running (its head carries what the spec calls for, is in its node's
 //! set, and its latest state is `ready` under the node's current session), else `converging`.
@@ -22,6 +25,7 @@
 //! recorded only where they differ (`store::service_status`).
 
 use super::assignments::{AssignmentState, desired_assignments, same_content};
+use super::network::{judge_lease_refusal, leases_held_by_other_services};
 use super::{Controller, DomainError, MissingKind};
 use crate::contract::assignment::{
     MAXIMUM_ENVIRONMENT_ENTRIES, MAXIMUM_ENVIRONMENT_NAME_BYTES, MAXIMUM_ENVIRONMENT_TOTAL_BYTES,
@@ -47,6 +51,8 @@ pub const REFUSALS: &[Refusal] = &[
     Refusal::PortsTooMany,
     Refusal::EnvironmentTooLarge,
     Refusal::NoEligibleNode,
+    Refusal::NetworkWorkloadPoolMissing,
+    Refusal::NetworkWorkloadPoolExhausted,
     Refusal::VolumeDriverUnsupported,
     Refusal::VolumeOptionsUnsupported,
     Refusal::VolumeSharedUnsupported,
@@ -68,6 +74,15 @@ fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts)
         Refusal::EnvironmentTooLarge => environment_too_large(spec, facts),
         Refusal::NoEligibleNode => {
             body.placement.node_ids.iter().any(|node_id| !facts.nodes.iter().any(|node| node.node.id == *node_id))
+        }
+        Refusal::NetworkWorkloadPoolMissing | Refusal::NetworkWorkloadPoolExhausted => {
+            let others = leases_held_by_other_services(
+                facts.plan.as_ref(),
+                &facts.leases,
+                &body.organization_id,
+                &body.service_id,
+            );
+            judge_lease_refusal(facts.plan.as_ref(), &body.organization_id, body.replicas, others) == Some(refusal)
         }
         Refusal::VolumeDriverUnsupported => body.volumes.iter().any(|volume| volume.driver != LOCAL_DRIVER),
         Refusal::VolumeOptionsUnsupported => {

@@ -200,6 +200,18 @@ fn check_designation(text: &str) -> Result<ClusterIngressDesignation, StoreError
     Ok(designation)
 }
 
+/// Reads a stored digested record (an address plan, a protected authority, a lease) under the
+/// raw-text rules, through its kind's snapshot, with its digest checked.
+pub(crate) fn read_digested<T: DigestedRecord>(text: &str, what: &str) -> Result<T, StoreError> {
+    let value =
+        parse_record_text(text).map_err(|_| StoreError::Corrupt(format!("stored {what} breaks the raw-text rules")))?;
+    let record = T::snapshot(&value).map_err(|_| StoreError::Corrupt(format!("stored {what} does not read back")))?;
+    if record.compute_digest() != *record.stated_digest() {
+        return Err(StoreError::Corrupt(format!("stored {what} digest does not match")));
+    }
+    Ok(record)
+}
+
 /// A stored 32-byte hash.
 pub(crate) fn hash_from_sql(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(bytes).map_err(|_| StoreError::Corrupt(format!("stored {what} is not 32 bytes")))

@@ -71,8 +71,8 @@ pub trait KeyRecordStore: Send + Sync {
     async fn recorded_keys(&self) -> Result<Vec<KeyRecord>, StoreError>;
 
     /// True when the store holds anything of a deployment: a recorded key, an organization
-    /// (every cluster, node, service, designation, relay, session, assignment and registration
-    /// hangs off one by foreign keys) or a sealed secret. A store written before keys were
+    /// (every cluster, node, service, designation, relay, session, assignment, registration,
+    /// address plan and lease hangs off one by foreign keys) or a sealed secret. A store written before keys were
     /// recorded is told apart from an empty one by this.
     async fn holds_deployment_data(&self) -> Result<bool, StoreError>;
 

@@ -66,6 +66,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         sqlite: include_str!("../../migrations/sqlite/0006_controller_keys_and_readiness.sql"),
     },
     EmbeddedMigration {
+        version: 7,
+        description: "network",
+        postgres: include_str!("../../migrations/postgres/0007_network.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0007_network.sql"),
+    },
+    EmbeddedMigration {
         version: 8,
         description: "service runtime status",
         postgres: include_str!("../../migrations/postgres/0008_service_runtime_status.sql"),

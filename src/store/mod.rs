@@ -1,7 +1,7 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`ServiceStatusStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
-//! (production) and an embedded SQLite (one box).
+//! [`ServiceStatusStore`], [`KeyRecordStore`], [`NetworkStore`]) joined in [`Store`], implemented
+//! once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
@@ -25,6 +25,7 @@ mod dialect;
 mod inventory;
 mod key_records;
 mod migrations;
+pub mod network;
 mod postgres;
 pub mod registrations;
 pub mod relays;
@@ -40,6 +41,7 @@ pub use designations::{
 pub use dialect::Backend;
 pub use inventory::{InventoryStore, StoredCluster, StoredNode, StoredOrganization};
 pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
+pub use network::{LeaseWriter, LockedNetwork, NetworkStore, StoredNetworkPlan};
 pub use postgres::POSTGRES_POOL_SIZE;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
@@ -119,6 +121,7 @@ pub trait Store:
     + RegistrationStore
     + ServiceStatusStore
     + KeyRecordStore
+    + NetworkStore
     + Send
     + Sync
     + 'static

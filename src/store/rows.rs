@@ -5,7 +5,8 @@
 
 use super::StoreError;
 use super::codec::{
-    counter_from_sql, hash_from_sql, read_cluster, read_designation, read_node, read_organization, read_service_spec,
+    counter_from_sql, hash_from_sql, read_cluster, read_designation, read_digested, read_node, read_organization,
+    read_service_spec,
 };
 use super::designations::{DesignationSnapshot, RecordedMutation, SealedSecret};
 use super::inventory::{StoredCluster, StoredNode, StoredOrganization};
@@ -21,6 +22,7 @@ use super::sql::Row;
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol, Sha256Digest};
@@ -387,6 +389,21 @@ pub(crate) fn key_record(row: &Row) -> Result<KeyRecord, StoreError> {
         return Err(StoreError::Corrupt(format!("stored {role} key id is empty")));
     }
     Ok(KeyRecord { role, key_id, recorded_at_ms: row.counter("recorded_at", "key record time")? })
+}
+
+/// An address plan revision: `record`.
+pub(crate) fn address_plan(row: &Row) -> Result<RuntimeNetworkAddressPlan, StoreError> {
+    read_digested(&row.text("record")?, "address plan")
+}
+
+/// A protected authority generation: `record`.
+pub(crate) fn protected_authority(row: &Row) -> Result<RuntimeNetworkProtectedAuthority, StoreError> {
+    read_digested(&row.text("record")?, "protected authority")
+}
+
+/// A lease generation: `record`.
+pub(crate) fn network_lease(row: &Row) -> Result<RuntimeNetworkLease, StoreError> {
+    read_digested(&row.text("record")?, "runtime network lease")
 }
 
 /// One row of sqlx's `_sqlx_migrations`: `version`, `success`, `checksum`.

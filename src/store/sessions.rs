@@ -21,11 +21,13 @@ use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
+use super::network::{LeaseWriter, TransactionLeases};
 use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease};
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId};
@@ -102,6 +104,10 @@ pub struct AssignmentFacts {
     pub designation: Option<ClusterIngressDesignation>,
     /// The head generation of every assignment of the cluster (active or not), sorted by id.
     pub heads: AssignmentHeads,
+    /// The cluster's current address plan, if it has one.
+    pub plan: Option<RuntimeNetworkAddressPlan>,
+    /// The cluster's live leases, sorted by id.
+    pub leases: Vec<RuntimeNetworkLease>,
 }
 
 /// One change a reconcile writes.
@@ -208,6 +214,10 @@ pub trait LockedAssignments: Send {
     /// [`StoreError::Unavailable`]. Either way the transaction must not be committed.
     async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError>;
 
+    /// The leases of the locked cluster in the same transaction, so leases follow the applied
+    /// changes atomically.
+    fn leases(&mut self) -> Box<dyn LeaseWriter + '_>;
+
     /// Commits the changes.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
 
@@ -261,7 +271,9 @@ async fn read_facts(
             .fetch_all(on)
             .await?,
     )?;
-    Ok(AssignmentFacts { cluster, nodes, services, designation, heads })
+    let plan = super::network::current_plan(on, cluster_id).await?.map(|stored| stored.plan);
+    let leases = super::network::live_leases_on(on, cluster_id).await?;
+    Ok(AssignmentFacts { cluster, nodes, services, designation, heads, plan, leases })
 }
 
 /// The signature block of a signed assignment as stored text.
@@ -418,6 +430,10 @@ impl LockedAssignments for LockedSqlAssignments {
             }
         }
         Ok(())
+    }
+
+    fn leases(&mut self) -> Box<dyn LeaseWriter + '_> {
+        Box::new(TransactionLeases::new(&mut self.transaction, &self.cluster_id))
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {

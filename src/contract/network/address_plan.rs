@@ -31,6 +31,11 @@ pub const DIGEST_VIOLATION: &str = "runtime network address plan digest does not
 
 const KEYS: [&str; 8] = ["clusterId", "revision", "prefixes", "pools", "vpn", "hubs", "platformEndpoints", "digest"];
 
+/// The members of a plan as `putRuntimeNetworkAddressPlan` takes it: every member but `digest`
+/// (the controller computes it).
+pub const MEMBERS_WITHOUT_DIGEST: [&str; 7] =
+    ["clusterId", "revision", "prefixes", "pools", "vpn", "hubs", "platformEndpoints"];
+
 /// `IRuntimeNetworkAddressPlan['pools'][number]`: one organization's workload pool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,0 +1,555 @@
+//! Runtime network address plans and leases (`05-projection.md`, "Address plan", "Leases").
+//!
+//! **Plans.** `putRuntimeNetworkAddressPlan` (admin) writes a cluster's plan; `api` has already
+//! sealed it (the digest computed) and validated it with the contract, so every rule of the plan
+//! itself holds. Under the cluster's lock the write is a compare-and-swap on the plan's own
+//! `revision` (it must be the current revision + 1, or 1 for a first plan; otherwise
+//! `revision-conflict` with the current one), admitted with
+//! `admitRuntimeNetworkAddressPlanChange` against the current plan and checked against the live
+//! leases (each must stay inside its organization's pool): a refusal is
+//! `address-plan-change-refused` naming every violation, and writes nothing. An accepted plan
+//! makes the cluster's protected authority (its id is the cluster's id) a new generation when its
+//! platform endpoints change, and allocates leases for the assignments that lack one (a pool added
+//! or grown), all in one transaction.
+//!
+//! **Leases.** Every assignment in its node's current set gets one lease: a `/30` link subnet from
+//! its organization's workload pool (the spec's `organizationId`), the lowest free one, with the
+//! subnet's first host address. A lease is kept for as long as its assignment stays in a node's
+//! set: a new assignment generation keeps it unchanged, and a move to another node makes a new
+//! lease generation with the same address. It is released when the assignment leaves its node's
+//! set (replicas scaled down, the service deleted), when the assignment changes organization, or
+//! when it no longer lies in its organization's pool; an assignment that comes back gets a new
+//! lease (lease ids are never reused). [`leases_follow_assignments`] runs inside the assignment
+//! reconcile's transaction, so leases follow assignments atomically. A cluster without a plan
+//! gets no leases. A service whose organization has no pool, or whose pool cannot hold a lease
+//! for every one of its assignments, gets no new lease ([`judge_lease_refusal`], the service
+//! status's `network-workload-pool-missing` / `network-workload-pool-exhausted`), and keeps the
+//! leases it holds.
+
+use super::{ClusterRequest, Controller, DomainError};
+use crate::contract::network::address_plan::{AddressPool, admit_runtime_network_address_plan_change};
+use crate::contract::network::authority::compose_runtime_network_protected_authority;
+use crate::contract::network::lease::LINK_SUBNET_LENGTH;
+use crate::contract::network::{
+    LeaseIpv4, RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority,
+};
+use crate::contract::service_status::ServiceRuntimeRefusal;
+use crate::contract::{DigestedRecord as _, Id, Ipv4, Ipv4Prefix, Sha256Digest};
+use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, LeaseWriter, StoredNetworkPlan};
+use crate::store::{MissingKind, StoreError};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `putRuntimeNetworkAddressPlan`: `{ identity, plan }`, the plan sealed (its digest computed)
+/// and valid by the contract's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutRuntimeNetworkAddressPlanRequest {
+    /// The plan.
+    pub plan: RuntimeNetworkAddressPlan,
+}
+
+/// How many violations naming stranded leases name each lease before counting the rest.
+const STRANDED_LEASES_NAMED: usize = 8;
+
+/// The workload pool of `organization_id` in `plan` (at most one per organization).
+pub fn pool_of<'a>(plan: &'a RuntimeNetworkAddressPlan, organization_id: &Id) -> Option<&'a AddressPool> {
+    plan.pools.iter().find(|pool| pool.organization_id == *organization_id)
+}
+
+/// How many `/30` link subnets a pool holds (none when it is narrower than a `/30`).
+pub fn link_subnet_capacity(pool: Ipv4Prefix) -> u64 {
+    match LINK_SUBNET_LENGTH.checked_sub(pool.length()) {
+        Some(spare_bits) => 1u64 << spare_bits,
+        None => 0,
+    }
+}
+
+/// Whether a service of `organization_id` that needs `replicas_needed` leases can have them:
+/// `None` when it can (or when the cluster has no address plan: no leases, no refusal), else
+/// `network-workload-pool-missing` (the cluster has a plan but the organization has no workload
+/// pool) or `network-workload-pool-exhausted` (the pool holds fewer link subnets than
+/// `replicas_needed` beside the `leases_held_by_other_services` in it). The service's own current
+/// leases count as available, so a refused service does not flap. A service that needs none is
+/// never refused. Pure.
+pub fn judge_lease_refusal(
+    plan: Option<&RuntimeNetworkAddressPlan>,
+    organization_id: &Id,
+    replicas_needed: u64,
+    leases_held_by_other_services: u64,
+) -> Option<ServiceRuntimeRefusal> {
+    let plan = plan?;
+    if replicas_needed == 0 {
+        return None;
+    }
+    let Some(pool) = pool_of(plan, organization_id) else {
+        return Some(ServiceRuntimeRefusal::NetworkWorkloadPoolMissing);
+    };
+    let available = link_subnet_capacity(pool.prefix).saturating_sub(leases_held_by_other_services);
+    (replicas_needed > available).then_some(ServiceRuntimeRefusal::NetworkWorkloadPoolExhausted)
+}
+
+/// The live leases in the workload pool of `organization_id` held by services other than
+/// `service_id` (the last argument of [`judge_lease_refusal`]); 0 without a plan or a pool.
+pub fn leases_held_by_other_services(
+    plan: Option<&RuntimeNetworkAddressPlan>,
+    leases: &[RuntimeNetworkLease],
+    organization_id: &Id,
+    service_id: &Id,
+) -> u64 {
+    let Some(pool) = plan.and_then(|plan| pool_of(plan, organization_id)) else { return 0 };
+    leases
+        .iter()
+        .filter(|lease| lease.service_id != *service_id && pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+        .count() as u64
+}
+
+/// The live leases that would lie outside their organization's pool in `plan`.
+pub fn stranded_leases<'a>(
+    plan: &RuntimeNetworkAddressPlan,
+    leases: &'a [RuntimeNetworkLease],
+) -> Vec<&'a RuntimeNetworkLease> {
+    leases
+        .iter()
+        .filter(|lease| {
+            pool_of(plan, &lease.organization_id)
+                .is_none_or(|pool| !pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+        })
+        .collect()
+}
+
+/// The protected authority's id: one authority per cluster, named by the cluster's id.
+fn authority_id(plan: &RuntimeNetworkAddressPlan) -> Id {
+    plan.cluster_id.clone()
+}
+
+/// The judgement of a plan write against the current plan and the live leases, read under the
+/// cluster's lock: the authority the new plan makes (the current one when its endpoints are
+/// unchanged), or `revision-conflict` (the plan's revision is not the current one + 1, or 1) or
+/// `address-plan-change-refused` with every violation of `admitRuntimeNetworkAddressPlanChange`
+/// and one naming the live leases the plan would strand outside their organization's pool. Pure.
+pub fn judge_address_plan_write(
+    current: Option<&StoredNetworkPlan>,
+    next: &RuntimeNetworkAddressPlan,
+    live_leases: &[RuntimeNetworkLease],
+) -> Result<RuntimeNetworkProtectedAuthority, DomainError> {
+    let expected = current.map_or(1, |current| current.plan.revision + 1);
+    if next.revision != expected {
+        return Err(DomainError::RevisionConflict(current.map(|current| current.plan.revision)));
+    }
+    let admission = admit_runtime_network_address_plan_change(current.map(|current| &current.plan), &next.to_value())
+        .map_err(|rejected| {
+        tracing::error!(%rejected, "an address plan of the expected revision was rejected by its admission");
+        DomainError::Internal
+    })?;
+    let mut violations = admission.violations().to_vec();
+    let stranded = stranded_leases(next, live_leases);
+    if !stranded.is_empty() {
+        let mut named: Vec<String> = stranded
+            .iter()
+            .take(STRANDED_LEASES_NAMED)
+            .map(|lease| format!("{} ({})", lease.id, lease.ipv4.link_subnet()))
+            .collect();
+        if stranded.len() > STRANDED_LEASES_NAMED {
+            named.push(format!("and {} more", stranded.len() - STRANDED_LEASES_NAMED));
+        }
+        violations.push(format!("live leases would lie outside their organization's pool: {}", named.join(", ")));
+    }
+    if !violations.is_empty() {
+        return Err(DomainError::AddressPlanChangeRefused(violations));
+    }
+    compose_runtime_network_protected_authority(&authority_id(next), current.map(|current| &current.authority), next)
+        .map_err(|rejected| {
+            tracing::error!(%rejected, "a valid address plan does not compose its protected authority");
+            DomainError::Internal
+        })
+}
+
+/// A live lease after the reconcile's decisions, for counting a pool's holders.
+struct Held<'a> {
+    organization_id: &'a Id,
+    service_id: &'a Id,
+}
+
+/// The lowest `/30` of `pool` at or after index `*cursor` that `used` does not hold; marks it used.
+fn take_free_link_subnet(pool: Ipv4Prefix, used: &mut BTreeSet<u32>, cursor: &mut u64) -> Option<LeaseIpv4> {
+    let capacity = link_subnet_capacity(pool);
+    while *cursor < capacity {
+        let network = u64::from(pool.network().to_u32()) + *cursor * 4;
+        *cursor += 1;
+        let network = u32::try_from(network).ok()?;
+        if used.insert(network) {
+            return Ipv4Prefix::new(Ipv4::from_u32(network), LINK_SUBNET_LENGTH).and_then(LeaseIpv4::for_link_subnet);
+        }
+    }
+    None
+}
+
+/// The lease changes that make the live leases follow the assignments of `facts`, in the order
+/// they are written: releases, then new generations of moved leases, then new leases (services in
+/// id order, each of its assignments in id order, each on the lowest free link subnet of its
+/// organization's pool). A service that [`judge_lease_refusal`] refuses gets no new lease. New
+/// lease ids come from `new_lease_id`. Pure but for that.
+pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> Id) -> Vec<LeaseChange> {
+    let plan = facts.plan.as_ref();
+    let holders: BTreeMap<&Id, &LeaseHolder> =
+        facts.holders.iter().map(|holder| (&holder.assignment_id, holder)).collect();
+    let mut releases = Vec::new();
+    let mut moves = Vec::new();
+    let mut held = Vec::new();
+    let mut leased = BTreeSet::new();
+    let mut used = BTreeSet::new();
+    for lease in &facts.leases {
+        let keeper = holders.get(&lease.assignment_id).filter(|holder| {
+            holder.organization_id == lease.organization_id
+                && holder.service_id == lease.service_id
+                && plan
+                    .and_then(|plan| pool_of(plan, &holder.organization_id))
+                    .is_some_and(|pool| pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+        });
+        let Some(holder) = keeper else {
+            releases.push(LeaseChange::Release { id: lease.id.clone(), generation: lease.generation });
+            continue;
+        };
+        leased.insert(&holder.assignment_id);
+        used.insert(lease.ipv4.link_subnet().network().to_u32());
+        held.push(Held { organization_id: &lease.organization_id, service_id: &lease.service_id });
+        if holder.node_id != lease.node_id {
+            let moved = RuntimeNetworkLease {
+                generation: lease.generation + 1,
+                previous: Some(lease.reference()),
+                node_id: holder.node_id.clone(),
+                ..lease.clone()
+            };
+            moves.push(LeaseChange::Issue(Box::new(moved.with_computed_digest())));
+        }
+    }
+    let mut changes = releases;
+    changes.append(&mut moves);
+    let Some(plan) = plan else { return changes };
+
+    // Each service's assignments (all of them need a lease) and those without one, by
+    // (organization, service).
+    let mut services: BTreeMap<(&Id, &Id), (u64, Vec<&LeaseHolder>)> = BTreeMap::new();
+    for holder in &facts.holders {
+        let (needed, lacking) = services.entry((&holder.organization_id, &holder.service_id)).or_default();
+        *needed += 1;
+        if !leased.contains(&holder.assignment_id) {
+            lacking.push(holder);
+        }
+    }
+    for ((organization_id, service_id), (needed, lacking)) in services {
+        if lacking.is_empty() {
+            continue;
+        }
+        let others = held
+            .iter()
+            .filter(|lease| lease.organization_id == organization_id && lease.service_id != service_id)
+            .count() as u64;
+        if judge_lease_refusal(Some(plan), organization_id, needed, others).is_some() {
+            continue;
+        }
+        let Some(pool) = pool_of(plan, organization_id) else { continue };
+        let mut cursor = 0;
+        for holder in lacking {
+            let Some(ipv4) = take_free_link_subnet(pool.prefix, &mut used, &mut cursor) else { break };
+            let lease = RuntimeNetworkLease {
+                id: new_lease_id(),
+                generation: 1,
+                previous: None,
+                organization_id: holder.organization_id.clone(),
+                cluster_id: plan.cluster_id.clone(),
+                service_id: holder.service_id.clone(),
+                node_id: holder.node_id.clone(),
+                assignment_id: holder.assignment_id.clone(),
+                ipv4,
+                digest: Sha256Digest::from_bytes(&[0; 32]),
+            };
+            held.push(Held { organization_id, service_id });
+            changes.push(LeaseChange::Issue(Box::new(lease.with_computed_digest())));
+        }
+    }
+    changes
+}
+
+/// A new lease id: `lease-` and 128 random bits in hex, never reused.
+fn new_lease_id() -> Id {
+    Id::parse(&format!("lease-{}", uuid::Uuid::new_v4().simple())).expect("a hex id is an Id")
+}
+
+/// Makes the live leases of the cluster whose lock `leases`' transaction holds follow its
+/// assignments ([`plan_lease_changes`]), in that transaction. Answers how many changes it wrote.
+pub async fn leases_follow_assignments(leases: &mut dyn LeaseWriter) -> Result<usize, StoreError> {
+    let facts = leases.lease_facts().await?;
+    let changes = plan_lease_changes(&facts, new_lease_id);
+    if !changes.is_empty() {
+        leases.apply_leases(&changes).await?;
+        if let Some(plan) = &facts.plan {
+            tracing::info!(cluster = %plan.cluster_id, changes = changes.len(), "runtime network leases follow assignments");
+        }
+    }
+    Ok(changes.len())
+}
+
+impl Controller {
+    /// `putRuntimeNetworkAddressPlan` (admin) → `{ plan, protectedAuthority }`: see the module
+    /// documentation. `not-found` when the plan's cluster does not exist.
+    pub async fn put_runtime_network_address_plan(
+        &self,
+        request: PutRuntimeNetworkAddressPlanRequest,
+    ) -> Result<StoredNetworkPlan, DomainError> {
+        let PutRuntimeNetworkAddressPlanRequest { plan } = request;
+        let mut locked =
+            self.store.lock_network(&plan.cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        let live_leases = locked.lease_facts().await?.leases;
+        let current = locked.current().cloned();
+        let authority = match judge_address_plan_write(current.as_ref(), &plan, &live_leases) {
+            Ok(authority) => authority,
+            Err(refusal) => {
+                locked.rollback().await?;
+                return Err(refusal);
+            }
+        };
+        let changed = current.as_ref().is_none_or(|current| current.authority != authority);
+        locked.write_plan(&plan, changed.then_some(&authority)).await?;
+        let lease_changes = leases_follow_assignments(locked.as_mut()).await?;
+        locked.commit().await?;
+        // Pools decide which services run (`network-workload-pool-*`): reconcile the assignments
+        // (whose leases follow) and the statuses.
+        self.assignments_changed(&plan.cluster_id).await;
+        tracing::info!(
+            cluster = %plan.cluster_id,
+            revision = plan.revision,
+            authority_generation = authority.generation,
+            lease_changes,
+            "runtime network address plan written"
+        );
+        Ok(StoredNetworkPlan { plan, authority })
+    }
+
+    /// `getRuntimeNetworkAddressPlan` (every role) → `{ plan, protectedAuthority }`, both `None`
+    /// when the cluster has no plan; `not-found` when the cluster does not exist.
+    pub async fn get_runtime_network_address_plan(
+        &self,
+        request: ClusterRequest,
+    ) -> Result<Option<StoredNetworkPlan>, DomainError> {
+        let ClusterRequest { cluster_id } = request;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        Ok(self.store.network_plan(&cluster_id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::NodeId;
+    use crate::contract::network::address_plan::{
+        seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
+    };
+    use serde_json::json;
+
+    fn id(text: &str) -> Id {
+        Id::parse(text).unwrap()
+    }
+
+    /// A plan with `org-a` on `10.64.0.0/29` (two link subnets) and `org-b` on `10.64.1.0/30`.
+    fn plan() -> RuntimeNetworkAddressPlan {
+        let value = seal_runtime_network_address_plan(&json!({
+            "clusterId": "c1", "revision": 1, "prefixes": ["10.64.0.0/16"],
+            "pools": [
+                { "id": "pool-a", "organizationId": "org-a", "prefix": "10.64.0.0/29" },
+                { "id": "pool-b", "organizationId": "org-b", "prefix": "10.64.1.0/30" },
+            ],
+            "vpn": null, "hubs": [], "platformEndpoints": [],
+        }))
+        .unwrap();
+        snapshot_runtime_network_address_plan(&value).unwrap()
+    }
+
+    fn holder(assignment: &str, organization: &str, service: &str, node: &str) -> LeaseHolder {
+        LeaseHolder {
+            assignment_id: id(assignment),
+            organization_id: id(organization),
+            service_id: id(service),
+            node_id: NodeId::parse(node).unwrap(),
+        }
+    }
+
+    fn ids() -> impl FnMut() -> Id {
+        let mut next = 0;
+        move || {
+            next += 1;
+            id(&format!("lease-{next}"))
+        }
+    }
+
+    fn issued(changes: &[LeaseChange]) -> Vec<&RuntimeNetworkLease> {
+        changes
+            .iter()
+            .filter_map(|change| match change {
+                LeaseChange::Issue(lease) => Some(lease.as_ref()),
+                LeaseChange::Release { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_refusal_judge_names_a_missing_or_exhausted_pool() {
+        let plan = plan();
+        let (org_a, org_c) = (id("org-a"), id("org-c"));
+        assert_eq!(judge_lease_refusal(None, &org_c, 5, 0), None, "no plan: no leases, no refusal");
+        assert_eq!(
+            judge_lease_refusal(Some(&plan), &org_c, 1, 0),
+            Some(ServiceRuntimeRefusal::NetworkWorkloadPoolMissing)
+        );
+        assert_eq!(judge_lease_refusal(Some(&plan), &org_c, 0, 0), None, "nothing needed");
+        assert_eq!(judge_lease_refusal(Some(&plan), &org_a, 2, 0), None);
+        assert_eq!(
+            judge_lease_refusal(Some(&plan), &org_a, 3, 0),
+            Some(ServiceRuntimeRefusal::NetworkWorkloadPoolExhausted)
+        );
+        assert_eq!(
+            judge_lease_refusal(Some(&plan), &org_a, 2, 1),
+            Some(ServiceRuntimeRefusal::NetworkWorkloadPoolExhausted)
+        );
+        assert_eq!(judge_lease_refusal(Some(&plan), &org_a, 1, 1), None);
+        assert_eq!(
+            judge_lease_refusal(Some(&plan), &org_a, 1, 9),
+            Some(ServiceRuntimeRefusal::NetworkWorkloadPoolExhausted)
+        );
+        assert_eq!(link_subnet_capacity(Ipv4Prefix::parse("10.0.0.0/8").unwrap()), 1 << 22);
+        assert_eq!(link_subnet_capacity(Ipv4Prefix::parse("10.0.0.0/30").unwrap()), 1);
+        assert_eq!(link_subnet_capacity(Ipv4Prefix::parse("10.0.0.0/31").unwrap()), 0);
+        assert_eq!(link_subnet_capacity(Ipv4Prefix::parse("0.0.0.0/0").unwrap()), 1 << 30);
+    }
+
+    #[test]
+    fn a_service_holding_its_leases_does_not_flap() {
+        let plan = plan();
+        let facts = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
+            leases: Vec::new(),
+        };
+        let changes = plan_lease_changes(&facts, ids());
+        let leases: Vec<RuntimeNetworkLease> = issued(&changes).into_iter().cloned().collect();
+        assert_eq!(leases.len(), 2);
+        assert_eq!(leases[0].ipv4.link_subnet().to_string(), "10.64.0.0/30");
+        assert_eq!(leases[0].ipv4.address().to_string(), "10.64.0.1");
+        assert_eq!(leases[1].ipv4.link_subnet().to_string(), "10.64.0.4/30");
+        assert!(leases.iter().all(|lease| lease.compute_digest() == lease.digest && lease.generation == 1));
+        // The pool is full, held by the service itself: it is not refused, and nothing changes.
+        let settled = LeaseFacts { leases: leases.clone(), ..facts.clone() };
+        assert!(plan_lease_changes(&settled, ids()).is_empty());
+        let others = leases_held_by_other_services(Some(&plan), &leases, &id("org-a"), &id("web"));
+        assert_eq!(others, 0);
+        assert_eq!(judge_lease_refusal(Some(&plan), &id("org-a"), 2, others), None);
+        assert_eq!(leases_held_by_other_services(Some(&plan), &leases, &id("org-a"), &id("api")), 2);
+    }
+
+    #[test]
+    fn leases_move_with_their_assignment_and_are_released_when_it_ends() {
+        let plan = plan();
+        let first = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
+            leases: Vec::new(),
+        };
+        let leases: Vec<RuntimeNetworkLease> =
+            issued(&plan_lease_changes(&first, ids())).into_iter().cloned().collect();
+        // a1 moves to node-3; a2 ends.
+        let moved = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![holder("a1", "org-a", "web", "node-3")],
+            leases: leases.clone(),
+        };
+        let changes = plan_lease_changes(&moved, ids());
+        assert_eq!(changes.len(), 2);
+        assert_eq!(changes[0], LeaseChange::Release { id: leases[1].id.clone(), generation: 1 });
+        let LeaseChange::Issue(next) = &changes[1] else { panic!("a new generation") };
+        assert_eq!((next.id.clone(), next.generation), (leases[0].id.clone(), 2));
+        assert_eq!(next.previous, Some(leases[0].reference()));
+        assert_eq!(next.ipv4, leases[0].ipv4);
+        assert_eq!(next.node_id.as_str(), "node-3");
+        assert_eq!(next.compute_digest(), next.digest);
+    }
+
+    #[test]
+    fn refused_services_get_no_lease_and_others_still_do() {
+        let plan = plan();
+        let facts = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![
+                holder("a1", "org-a", "api", "node-1"),
+                holder("a2", "org-a", "api", "node-1"),
+                holder("a3", "org-a", "api", "node-1"),
+                holder("b1", "org-b", "shop", "node-1"),
+                holder("c1", "org-c", "blog", "node-1"),
+            ],
+            leases: Vec::new(),
+        };
+        let changes = plan_lease_changes(&facts, ids());
+        let leases = issued(&changes);
+        // `api` needs three of org-a's two link subnets: exhausted; `blog`'s org-c has no pool.
+        assert_eq!(leases.len(), 1);
+        assert_eq!(leases[0].service_id.as_str(), "shop");
+        assert_eq!(leases[0].ipv4.link_subnet().to_string(), "10.64.1.0/30");
+        // Without a plan: nothing at all.
+        let no_plan = LeaseFacts { plan: None, ..facts };
+        assert!(plan_lease_changes(&no_plan, ids()).is_empty());
+    }
+
+    #[test]
+    fn two_services_share_a_pool_without_overlap() {
+        let plan = plan();
+        let facts = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![holder("a1", "org-a", "api", "node-1"), holder("w1", "org-a", "web", "node-2")],
+            leases: Vec::new(),
+        };
+        let changes = plan_lease_changes(&facts, ids());
+        let subnets: BTreeSet<String> =
+            issued(&changes).iter().map(|lease| lease.ipv4.link_subnet().to_string()).collect();
+        assert_eq!(subnets, ["10.64.0.0/30".to_owned(), "10.64.0.4/30".to_owned()].into());
+        // A third service of org-a finds the pool exhausted by the other two.
+        let mut crowded = facts.clone();
+        crowded.leases = issued(&changes).into_iter().cloned().collect();
+        crowded.holders.push(holder("x1", "org-a", "extra", "node-1"));
+        assert!(plan_lease_changes(&crowded, ids()).is_empty());
+    }
+
+    #[test]
+    fn a_plan_write_is_a_compare_and_swap_admitted_against_live_leases() {
+        let plan = plan();
+        let authority = judge_address_plan_write(None, &plan, &[]).unwrap();
+        assert_eq!((authority.id.as_str(), authority.generation), ("c1", 1));
+        let current = StoredNetworkPlan { plan: plan.clone(), authority: authority.clone() };
+        assert_eq!(judge_address_plan_write(Some(&current), &plan, &[]), Err(DomainError::RevisionConflict(Some(1))));
+        let mut second = plan.clone();
+        second.revision = 2;
+        let second = second.with_computed_digest();
+        assert_eq!(judge_address_plan_write(None, &second, &[]), Err(DomainError::RevisionConflict(None)));
+        assert_eq!(judge_address_plan_write(Some(&current), &second, &[]), Ok(authority));
+        // A pool removed under a live lease: the contract's violation and the stranded lease.
+        let facts = LeaseFacts {
+            plan: Some(plan.clone()),
+            holders: vec![holder("b1", "org-b", "shop", "node-1")],
+            leases: Vec::new(),
+        };
+        let leases: Vec<RuntimeNetworkLease> =
+            issued(&plan_lease_changes(&facts, ids())).into_iter().cloned().collect();
+        let mut without_pool = second.clone();
+        without_pool.pools.pop();
+        let without_pool = without_pool.with_computed_digest();
+        let Err(DomainError::AddressPlanChangeRefused(violations)) =
+            judge_address_plan_write(Some(&current), &without_pool, &leases)
+        else {
+            panic!("refused")
+        };
+        assert_eq!(
+            violations,
+            [
+                "a pool of the previous revision is missing".to_owned(),
+                "live leases would lie outside their organization's pool: lease-1 (10.64.1.0/30)".to_owned(),
+            ]
+        );
+    }
+}

@@ -1,0 +1,503 @@
+//! Runtime network address plans, protected authorities and leases (`05-projection.md`,
+//! "Address plan", "Leases").
+//!
+//! Plans: every revision is kept; the current one is the highest. Authorities: every generation
+//! is kept with the plan revision that made it; the current one is the highest. Leases: every
+//! generation is kept, and a head per lease names its latest generation, the assignment holding
+//! it, its link subnet and whether it is live.
+//!
+//! Every write runs in a write transaction that holds the cluster's lock ([`lock_cluster`]):
+//! a plan write in [`NetworkStore::lock_network`]'s, lease changes also in the assignment
+//! reconcile's ([`LockedAssignments::leases`](super::LockedAssignments::leases)), so leases follow
+//! assignments atomically. The domain decides every change from facts read under that lock, and
+//! each change is a guarded statement (an insert of a new primary key, a head update where the
+//! generation is the expected one). Beneath the lock, the database itself refuses overlapping
+//! live leases: every link subnet is a `/30` on a `/30` boundary, so two overlap only when equal,
+//! and a partial unique index holds one live lease per link subnet (and one per assignment).
+
+use super::codec::{counter_to_sql, record_text};
+use super::inventory::lock_cluster;
+use super::sql::{HoldsConnection, Statement, Transaction};
+use super::{SqlStore, StoreError, rows};
+use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
+use crate::contract::reader::compare_bytes;
+use crate::contract::{DigestedRecord as _, Id, NodeId};
+use async_trait::async_trait;
+use std::collections::HashSet;
+
+/// A cluster's current address plan with the protected authority its platform endpoints make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredNetworkPlan {
+    /// The plan, digest included.
+    pub plan: RuntimeNetworkAddressPlan,
+    /// The cluster's current protected authority.
+    pub authority: RuntimeNetworkProtectedAuthority,
+}
+
+/// An assignment in its node's current set, as lease allocation sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// The assignment.
+    pub assignment_id: Id,
+    /// The organization of its service's spec (whose pool the lease comes from).
+    pub organization_id: Id,
+    /// Its service.
+    pub service_id: Id,
+    /// The node it is placed on.
+    pub node_id: NodeId,
+}
+
+/// What a lease reconcile decides from, read under the cluster's lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseFacts {
+    /// The cluster's current address plan, if it has one.
+    pub plan: Option<RuntimeNetworkAddressPlan>,
+    /// Every assignment in its node's current set, sorted by assignment id. Left empty when the
+    /// cluster has neither a plan nor a live lease (nothing to allocate or release).
+    pub holders: Vec<LeaseHolder>,
+    /// The head generation of every live lease, sorted by lease id.
+    pub leases: Vec<RuntimeNetworkLease>,
+}
+
+/// One change of a lease reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// A new generation: 1 with no previous for a new lease, else the live head's generation + 1
+    /// linking it (same address). It becomes the lease's head, live.
+    Issue(Box<RuntimeNetworkLease>),
+    /// The live head generation `generation` of lease `id` is released.
+    Release {
+        /// The lease.
+        id: Id,
+        /// The head generation the change expects.
+        generation: u64,
+    },
+}
+
+/// The lease part of a write transaction that holds a cluster's lock.
+#[async_trait]
+pub trait LeaseWriter: Send {
+    /// The lease facts of the locked cluster, read in the transaction (so after its earlier
+    /// writes).
+    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError>;
+
+    /// Writes `changes` in order with guarded statements. A change that breaks a rule of the
+    /// store (a digest that is not the content's, another cluster, a chain that does not link,
+    /// one lease changed twice) writes nothing and answers [`StoreError::Corrupt`] (a bug in the
+    /// planner); a guard that finds another state, or a live lease overlapping another, answers
+    /// [`StoreError::Unavailable`]. Either way the transaction must not be committed.
+    async fn apply_leases(&mut self, changes: &[LeaseChange]) -> Result<(), StoreError>;
+}
+
+/// A write transaction holding a cluster's lock, with its current plan read under it
+/// ([`NetworkStore::lock_network`]). It ends with [`LockedNetwork::commit`] or
+/// [`LockedNetwork::rollback`]; dropped before either, it rolls back.
+#[async_trait]
+pub trait LockedNetwork: LeaseWriter {
+    /// The cluster's current plan and authority, read under the lock.
+    fn current(&self) -> Option<&StoredNetworkPlan>;
+
+    /// Writes `plan` as the next revision (the current one + 1, or 1) and, when given,
+    /// `authority` as the authority's next generation (made by this revision). A revision or
+    /// generation that does not follow the current one writes nothing and answers
+    /// [`StoreError::Corrupt`].
+    async fn write_plan(
+        &mut self,
+        plan: &RuntimeNetworkAddressPlan,
+        authority: Option<&RuntimeNetworkProtectedAuthority>,
+    ) -> Result<(), StoreError>;
+
+    /// Commits the writes.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls back and lets go of the lock.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// Persistence of address plans, protected authorities and leases.
+#[async_trait]
+pub trait NetworkStore: Send + Sync {
+    /// The cluster's current address plan and protected authority, if it has a plan.
+    async fn network_plan(&self, cluster_id: &Id) -> Result<Option<StoredNetworkPlan>, StoreError>;
+
+    /// The head generation of every live lease of the cluster, sorted by lease id.
+    async fn live_leases(&self, cluster_id: &Id) -> Result<Vec<RuntimeNetworkLease>, StoreError>;
+
+    /// Every generation of one lease, oldest first (empty for an unknown lease).
+    async fn lease_generations(&self, cluster_id: &Id, lease_id: &Id) -> Result<Vec<RuntimeNetworkLease>, StoreError>;
+
+    /// A write transaction that holds the cluster's lock, with its current plan read under it;
+    /// `None` when the cluster does not exist.
+    async fn lock_network(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedNetwork>>, StoreError>;
+}
+
+/// The cluster's current plan and authority.
+pub(crate) async fn current_plan(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+) -> Result<Option<StoredNetworkPlan>, StoreError> {
+    let plan = Statement::new(
+        "SELECT record FROM runtime_network_address_plans WHERE cluster_id = $1 ORDER BY revision DESC LIMIT 1",
+    )
+    .text(cluster_id.as_str())
+    .fetch_optional(on)
+    .await?
+    .map(|row| rows::address_plan(&row))
+    .transpose()?;
+    let Some(plan) = plan else { return Ok(None) };
+    let authority = Statement::new(
+        "SELECT record FROM runtime_network_protected_authorities WHERE cluster_id = $1 \
+         ORDER BY generation DESC LIMIT 1",
+    )
+    .text(cluster_id.as_str())
+    .fetch_optional(on)
+    .await?
+    .map(|row| rows::protected_authority(&row))
+    .transpose()?
+    .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
+    Ok(Some(StoredNetworkPlan { plan, authority }))
+}
+
+/// The head generation of every live lease of the cluster, sorted by lease id (bytewise).
+pub(crate) async fn live_leases_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+    let mut leases = Statement::new(
+        "SELECT l.record FROM runtime_network_lease_heads h \
+         JOIN runtime_network_leases l \
+           ON l.cluster_id = h.cluster_id AND l.lease_id = h.lease_id AND l.generation = h.generation \
+         WHERE h.cluster_id = $1 AND h.live",
+    )
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::network_lease)
+    .collect::<Result<Vec<_>, _>>()?;
+    leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+    Ok(leases)
+}
+
+/// Reads the lease facts of a cluster whose lock the transaction holds.
+async fn lease_facts_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<LeaseFacts, StoreError> {
+    let plan = current_plan(on, cluster_id).await?.map(|stored| stored.plan);
+    let leases = live_leases_on(on, cluster_id).await?;
+    if plan.is_none() && leases.is_empty() {
+        return Ok(LeaseFacts::default());
+    }
+    let mut holders = Statement::new(
+        "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
+         JOIN runtime_assignments a \
+           ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
+         WHERE h.cluster_id = $1 AND h.active",
+    )
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(|row| {
+        let assignment = rows::assignment(row)?.signed.payload;
+        Ok(LeaseHolder {
+            assignment_id: assignment.id,
+            organization_id: assignment.organization_id,
+            service_id: assignment.service_id,
+            node_id: assignment.node_id,
+        })
+    })
+    .collect::<Result<Vec<_>, StoreError>>()?;
+    holders.sort_by(|left, right| compare_bytes(left.assignment_id.as_str(), right.assignment_id.as_str()));
+    Ok(LeaseFacts { plan, holders, leases })
+}
+
+/// The rules a lease change must keep whatever the planner decided: a true digest, this
+/// cluster, a revision chain that links (checked against the heads by the guarded statements),
+/// and one change per lease.
+fn check_lease_changes(cluster_id: &Id, changes: &[LeaseChange]) -> Result<(), StoreError> {
+    let refuse = |rule: &str| Err(StoreError::Corrupt(format!("lease judge broke a store rule: {rule}")));
+    let mut seen = HashSet::new();
+    for change in changes {
+        let id = match change {
+            LeaseChange::Issue(lease) => &lease.id,
+            LeaseChange::Release { id, .. } => id,
+        };
+        if !seen.insert(id.clone()) {
+            return refuse("one lease changes twice");
+        }
+        if let LeaseChange::Issue(lease) = change {
+            if lease.cluster_id != *cluster_id {
+                return refuse("the lease names another cluster");
+            }
+            if lease.compute_digest() != lease.digest {
+                return refuse("the lease digest does not match");
+            }
+            let links = match &lease.previous {
+                None => lease.generation == 1,
+                Some(previous) => previous.id == lease.id && previous.generation + 1 == lease.generation,
+            };
+            if !links {
+                return refuse("the lease generation does not follow its previous one");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `/30`'s network address of a lease as stored (`link_subnet`).
+fn link_subnet_column(lease: &RuntimeNetworkLease) -> i64 {
+    i64::from(lease.ipv4.link_subnet().network().to_u32())
+}
+
+/// Writes one checked change with guarded statements; false when a guard found another state.
+async fn apply_lease_change(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    change: &LeaseChange,
+) -> Result<bool, StoreError> {
+    match change {
+        LeaseChange::Issue(lease) => {
+            let generation = counter_to_sql(lease.generation, "lease generation")?;
+            let inserted = Statement::new(
+                "INSERT INTO runtime_network_leases (cluster_id, lease_id, generation, digest, record) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .text(cluster_id.as_str())
+            .text(lease.id.as_str())
+            .integer(generation)
+            .text(lease.digest.as_str())
+            .text(&record_text(lease.as_ref(), "runtime network lease")?)
+            .execute(transaction)
+            .await?;
+            if inserted != 1 {
+                return Ok(false);
+            }
+            let moved = match &lease.previous {
+                // A new lease on a link subnet or an assignment that a live lease holds violates a
+                // unique index: an error, and the transaction is not committed.
+                None => {
+                    Statement::new(
+                        "INSERT INTO runtime_network_lease_heads \
+                           (cluster_id, lease_id, generation, assignment_id, link_subnet, live) \
+                         VALUES ($1, $2, $3, $4, $5, TRUE) ON CONFLICT (cluster_id, lease_id) DO NOTHING",
+                    )
+                    .text(cluster_id.as_str())
+                    .text(lease.id.as_str())
+                    .integer(generation)
+                    .text(lease.assignment_id.as_str())
+                    .integer(link_subnet_column(lease))
+                    .execute(transaction)
+                    .await?
+                }
+                // The next generation of a live head with that digest, on the same link subnet.
+                Some(previous) => {
+                    Statement::new(
+                        "UPDATE runtime_network_lease_heads SET generation = $3, assignment_id = $4 \
+                         WHERE cluster_id = $1 AND lease_id = $2 AND generation = $5 AND live AND link_subnet = $6 \
+                           AND EXISTS (SELECT 1 FROM runtime_network_leases l \
+                             WHERE l.cluster_id = $1 AND l.lease_id = $2 AND l.generation = $5 AND l.digest = $7)",
+                    )
+                    .text(cluster_id.as_str())
+                    .text(lease.id.as_str())
+                    .integer(generation)
+                    .text(lease.assignment_id.as_str())
+                    .integer(counter_to_sql(previous.generation, "lease generation")?)
+                    .integer(link_subnet_column(lease))
+                    .text(previous.digest.as_str())
+                    .execute(transaction)
+                    .await?
+                }
+            };
+            Ok(moved == 1)
+        }
+        LeaseChange::Release { id, generation } => {
+            let released = Statement::new(
+                "UPDATE runtime_network_lease_heads SET live = FALSE \
+                 WHERE cluster_id = $1 AND lease_id = $2 AND generation = $3 AND live",
+            )
+            .text(cluster_id.as_str())
+            .text(id.as_str())
+            .integer(counter_to_sql(*generation, "lease generation")?)
+            .execute(transaction)
+            .await?;
+            Ok(released == 1)
+        }
+    }
+}
+
+/// Checks and writes `changes` in order on a transaction that holds the cluster's lock.
+async fn apply_leases_on(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    changes: &[LeaseChange],
+) -> Result<(), StoreError> {
+    check_lease_changes(cluster_id, changes)?;
+    for change in changes {
+        if !apply_lease_change(transaction, cluster_id, change).await? {
+            return Err(StoreError::Unavailable("a lease head moved under the cluster lock".into()));
+        }
+    }
+    Ok(())
+}
+
+/// [`LeaseWriter`] over a transaction someone else holds (the assignment reconcile's).
+pub(crate) struct TransactionLeases<'a> {
+    transaction: &'a mut Transaction,
+    cluster_id: &'a Id,
+}
+
+impl<'a> TransactionLeases<'a> {
+    /// The lease part of `transaction`, which holds the lock of `cluster_id`.
+    pub(crate) fn new(transaction: &'a mut Transaction, cluster_id: &'a Id) -> Self {
+        TransactionLeases { transaction, cluster_id }
+    }
+}
+
+#[async_trait]
+impl LeaseWriter for TransactionLeases<'_> {
+    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError> {
+        lease_facts_on(&mut *self.transaction, self.cluster_id).await
+    }
+
+    async fn apply_leases(&mut self, changes: &[LeaseChange]) -> Result<(), StoreError> {
+        apply_leases_on(&mut *self.transaction, self.cluster_id, changes).await
+    }
+}
+
+/// [`LockedNetwork`] on a write transaction of a [`SqlStore`].
+struct LockedSqlNetwork {
+    transaction: Transaction,
+    cluster_id: Id,
+    current: Option<StoredNetworkPlan>,
+}
+
+#[async_trait]
+impl LeaseWriter for LockedSqlNetwork {
+    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError> {
+        lease_facts_on(&mut self.transaction, &self.cluster_id).await
+    }
+
+    async fn apply_leases(&mut self, changes: &[LeaseChange]) -> Result<(), StoreError> {
+        apply_leases_on(&mut self.transaction, &self.cluster_id, changes).await
+    }
+}
+
+#[async_trait]
+impl LockedNetwork for LockedSqlNetwork {
+    fn current(&self) -> Option<&StoredNetworkPlan> {
+        self.current.as_ref()
+    }
+
+    async fn write_plan(
+        &mut self,
+        plan: &RuntimeNetworkAddressPlan,
+        authority: Option<&RuntimeNetworkProtectedAuthority>,
+    ) -> Result<(), StoreError> {
+        let refuse = |rule: &str| Err(StoreError::Corrupt(format!("address plan judge broke a store rule: {rule}")));
+        let current = self.current.as_ref();
+        if plan.cluster_id != self.cluster_id || plan.compute_digest() != plan.digest {
+            return refuse("the plan names another cluster or its digest does not match");
+        }
+        if plan.revision != current.map_or(1, |current| current.plan.revision + 1) {
+            return refuse("the plan revision does not follow the current one");
+        }
+        match (authority, current) {
+            (None, None) => return refuse("a first plan needs an authority"),
+            (Some(authority), current) => {
+                let follows = match current {
+                    None => authority.generation == 1 && authority.previous.is_none(),
+                    Some(current) => {
+                        authority.generation == current.authority.generation + 1
+                            && authority.previous.as_ref() == Some(&current.authority.reference())
+                    }
+                };
+                if !follows || authority.compute_digest() != authority.digest {
+                    return refuse("the authority does not follow the current one");
+                }
+            }
+            (None, Some(_)) => {}
+        }
+        let revision = counter_to_sql(plan.revision, "address plan revision")?;
+        let inserted = Statement::new(
+            "INSERT INTO runtime_network_address_plans (cluster_id, revision, digest, record) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .text(self.cluster_id.as_str())
+        .integer(revision)
+        .text(plan.digest.as_str())
+        .text(&record_text(plan, "address plan")?)
+        .execute(&mut self.transaction)
+        .await?;
+        if inserted != 1 {
+            return Err(StoreError::Unavailable("an address plan revision was written under the cluster lock".into()));
+        }
+        if let Some(authority) = authority {
+            let inserted = Statement::new(
+                "INSERT INTO runtime_network_protected_authorities \
+                   (cluster_id, generation, plan_revision, digest, record) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .text(self.cluster_id.as_str())
+            .integer(counter_to_sql(authority.generation, "protected authority generation")?)
+            .integer(revision)
+            .text(authority.digest.as_str())
+            .text(&record_text(authority, "protected authority")?)
+            .execute(&mut self.transaction)
+            .await?;
+            if inserted != 1 {
+                return Err(StoreError::Unavailable(
+                    "a protected authority generation was written under the cluster lock".into(),
+                ));
+            }
+        }
+        let authority = authority.cloned().or_else(|| current.map(|current| current.authority.clone()));
+        self.current =
+            Some(StoredNetworkPlan { plan: plan.clone(), authority: authority.expect("checked above: one exists") });
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.commit().await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.rollback().await
+    }
+}
+
+#[async_trait]
+impl NetworkStore for SqlStore {
+    async fn network_plan(&self, cluster_id: &Id) -> Result<Option<StoredNetworkPlan>, StoreError> {
+        // Two statements that must see one state: a snapshot transaction.
+        let mut transaction = self.pool.begin_snapshot().await?;
+        let current = current_plan(&mut transaction, cluster_id).await?;
+        transaction.commit().await?;
+        Ok(current)
+    }
+
+    async fn live_leases(&self, cluster_id: &Id) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+        live_leases_on(&mut self.pool.connection().await?, cluster_id).await
+    }
+
+    async fn lease_generations(&self, cluster_id: &Id, lease_id: &Id) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+        Statement::new(
+            "SELECT record FROM runtime_network_leases WHERE cluster_id = $1 AND lease_id = $2 ORDER BY generation",
+        )
+        .text(cluster_id.as_str())
+        .text(lease_id.as_str())
+        .fetch_all(&mut self.pool.connection().await?)
+        .await?
+        .iter()
+        .map(rows::network_lease)
+        .collect()
+    }
+
+    async fn lock_network(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedNetwork>>, StoreError> {
+        let mut transaction = self.pool.begin_write().await?;
+        if lock_cluster(&mut transaction, self.pool.backend(), cluster_id).await?.is_none() {
+            transaction.rollback().await?;
+            return Ok(None);
+        }
+        let current = current_plan(&mut transaction, cluster_id).await?;
+        Ok(Some(Box::new(LockedSqlNetwork { transaction, cluster_id: cluster_id.clone(), current })))
+    }
+}
