@@ -1,6 +1,6 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`ServiceStatusStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! [`ServiceStatusStore`], [`RetentionStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
 //! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
@@ -28,6 +28,7 @@ mod migrations;
 mod postgres;
 pub mod registrations;
 pub mod relays;
+mod retention;
 mod rows;
 pub mod service_status;
 pub mod sessions;
@@ -43,6 +44,7 @@ pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
 pub use postgres::POSTGRES_POOL_SIZE;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
+pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
@@ -118,6 +120,7 @@ pub trait Store:
     + SessionStore
     + RegistrationStore
     + ServiceStatusStore
+    + RetentionStore
     + KeyRecordStore
     + Send
     + Sync
