@@ -115,6 +115,17 @@ pub struct ServeConfig {
     /// not named keep the spec's defaults.
     #[arg(long, env = "CLOUDLY_REGISTRATION_RETRY_AFTER_MS", default_value = "")]
     pub registration_retry_after_ms: String,
+    /// Accepted ingress registrations older than this are deleted (the newest of each node is
+    /// kept), in hours.
+    #[arg(long, env = "CLOUDLY_REGISTRATION_RETENTION_HOURS", default_value_t = 30 * 24)]
+    pub registration_retention_hours: u64,
+    /// Superseded relay connections last seen longer ago than this are deleted (a cluster's
+    /// newest connection, and one a kept registration names, are kept), in hours.
+    #[arg(long, env = "CLOUDLY_RELAY_CONNECTION_RETENTION_HOURS", default_value_t = 7 * 24)]
+    pub relay_connection_retention_hours: u64,
+    /// The time between two retention runs, in seconds.
+    #[arg(long, env = "CLOUDLY_RETENTION_INTERVAL_SECONDS", default_value_t = 600)]
+    pub retention_interval_seconds: u64,
     /// Lifetime of the bootstrap administrator identity written on first start, in hours.
     #[arg(long, env = "CLOUDLY_BOOTSTRAP_IDENTITY_TTL_HOURS", default_value_t = 24 * 90)]
     pub bootstrap_identity_ttl_hours: u64,
@@ -160,11 +171,29 @@ impl ServeConfig {
         let registration_retry_after =
             crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
+        let hours = [
+            ("--registration-retention-hours", self.registration_retention_hours),
+            ("--relay-connection-retention-hours", self.relay_connection_retention_hours),
+        ];
+        for (flag, hours) in hours {
+            anyhow::ensure!((1..=100 * 365 * 24).contains(&hours), "{flag} must be from 1 to 876000");
+        }
+        anyhow::ensure!(
+            (1..=86_400).contains(&self.retention_interval_seconds),
+            "--retention-interval-seconds must be from 1 to 86400"
+        );
+        let retention = crate::domain::retention::RetentionSettings {
+            registration_age_ms: self.registration_retention_hours * 3_600_000,
+            relay_connection_age_ms: self.relay_connection_retention_hours * 3_600_000,
+            interval_ms: self.retention_interval_seconds * 1_000,
+            ..crate::domain::retention::RetentionSettings::default()
+        };
         Ok(crate::domain::ControllerSettings {
             controller_id,
             relay_lease_ms: self.relay_lease_ms,
             registration_retry_after,
             assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
+            retention,
             ..crate::domain::ControllerSettings::default()
         })
     }
@@ -188,6 +217,9 @@ impl ServeConfig {
             "socketSessionDeadlineMs": self.socket_session_deadline_ms,
             "shutdownGraceSeconds": self.shutdown_grace_seconds,
             "bootstrapIdentityTtlHours": self.bootstrap_identity_ttl_hours,
+            "registrationRetentionHours": self.registration_retention_hours,
+            "relayConnectionRetentionHours": self.relay_connection_retention_hours,
+            "retentionIntervalSeconds": self.retention_interval_seconds,
             "controllerId": self.controller_id,
             "relayLeaseMs": self.relay_lease_ms,
             "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,

@@ -160,6 +160,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     let stop_signal = shutdown_signal().context("install the stop signal handlers")?;
     let listener = TcpListener::bind(config.listen).await.with_context(|| format!("listen on {}", config.listen))?;
+    let retention = tokio::spawn(run_retention(controller.clone()));
     let server = spawn(listener, controller, limits)?;
     tracing::info!(
         address = %server.address,
@@ -167,6 +168,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         "cloudly serving"
     );
     stop_signal.await;
+    retention.abort();
     tracing::info!(grace_seconds = config.shutdown_grace_seconds, "stop signal: draining in-flight requests");
     let store = server.state.controller.store.clone();
     match tokio::time::timeout(Duration::from_secs(config.shutdown_grace_seconds), server.stop()).await {
@@ -180,6 +182,20 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     tracing::info!("cloudly stopped");
     Ok(())
+}
+
+/// Runs retention (`domain::retention`) every `settings.retention.interval_ms`, the first run one
+/// interval after the start; a failed run is logged and the next one tries again.
+async fn run_retention(controller: Arc<Controller>) {
+    let interval = Duration::from_millis(controller.settings.retention.interval_ms.max(1_000));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if let Err(error) = controller.prune_retained().await {
+            tracing::warn!(%error, "retention run failed");
+        }
+    }
 }
 
 /// Registers the stop signals (SIGTERM, SIGINT) at once, so that a signal arriving any time after

@@ -15,6 +15,7 @@ pub mod inventory;
 pub mod network;
 pub mod registration;
 pub mod relays;
+pub mod retention;
 pub mod secrets;
 pub mod service_status;
 pub mod sessions;
@@ -149,6 +150,8 @@ pub struct ControllerSettings {
     /// The shortest time between the starts of two background assignment reconciles of one
     /// cluster: a burst of designations is re-issued once per interval, a lone one at once.
     pub assignment_reconcile_interval_ms: u64,
+    /// How long registrations and superseded relay connections are kept (`retention`).
+    pub retention: retention::RetentionSettings,
 }
 
 impl Default for ControllerSettings {
@@ -159,6 +162,7 @@ impl Default for ControllerSettings {
             route_table_long_poll_ms: 25_000,
             registration_retry_after: registration::RetryAfterTable::default(),
             assignment_reconcile_interval_ms: 100,
+            retention: retention::RetentionSettings::default(),
         }
     }
 }

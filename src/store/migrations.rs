@@ -77,6 +77,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0008_service_runtime_status.sql"),
         sqlite: include_str!("../../migrations/sqlite/0008_service_runtime_status.sql"),
     },
+    EmbeddedMigration {
+        version: 10,
+        description: "retention",
+        postgres: include_str!("../../migrations/postgres/0010_retention.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0010_retention.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

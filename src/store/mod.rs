@@ -1,7 +1,8 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`ServiceStatusStore`], [`KeyRecordStore`], [`NetworkStore`]) joined in [`Store`], implemented
-//! once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite (one box).
+//! [`ServiceStatusStore`], [`RetentionStore`], [`KeyRecordStore`], [`NetworkStore`]) joined in
+//! [`Store`], implemented once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite
+//! (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
@@ -29,6 +30,7 @@ pub mod network;
 mod postgres;
 pub mod registrations;
 pub mod relays;
+mod retention;
 mod rows;
 pub mod service_status;
 pub mod sessions;
@@ -45,6 +47,7 @@ pub use network::{LeaseWriter, LockedNetwork, NetworkStore, StoredNetworkPlan};
 pub use postgres::POSTGRES_POOL_SIZE;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
+pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
@@ -120,6 +123,7 @@ pub trait Store:
     + SessionStore
     + RegistrationStore
     + ServiceStatusStore
+    + RetentionStore
     + KeyRecordStore
     + NetworkStore
     + Send
