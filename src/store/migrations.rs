@@ -71,6 +71,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0008_service_runtime_status.sql"),
         sqlite: include_str!("../../migrations/sqlite/0008_service_runtime_status.sql"),
     },
+    EmbeddedMigration {
+        version: 9,
+        description: "runtime local storage claims",
+        postgres: include_str!("../../migrations/postgres/0009_runtime_local_storage_claims.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0009_runtime_local_storage_claims.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -1,6 +1,6 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`ServiceStatusStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! [`ServiceStatusStore`], [`StorageClaimStore`], [`KeyRecordStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
 //! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
@@ -32,6 +32,7 @@ mod rows;
 pub mod service_status;
 pub mod sessions;
 mod sql;
+pub mod storage_claims;
 mod sqlite;
 
 pub use designations::{
@@ -46,6 +47,7 @@ pub use relays::RelayStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
+pub use storage_claims::StorageClaimStore;
 
 /// Why the store could not answer. The detail is for the log, never for a caller.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +120,7 @@ pub trait Store:
     + SessionStore
     + RegistrationStore
     + ServiceStatusStore
+    + StorageClaimStore
     + KeyRecordStore
     + Send
     + Sync

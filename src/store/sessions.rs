@@ -22,6 +22,7 @@ use super::designations::cluster_designation_on;
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::sql::{HoldsConnection, Statement, Transaction};
+use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -102,6 +103,8 @@ pub struct AssignmentFacts {
     pub designation: Option<ClusterIngressDesignation>,
     /// The head generation of every assignment of the cluster (active or not), sorted by id.
     pub heads: AssignmentHeads,
+    /// The head generation of every runtime local storage claim of the cluster, sorted by id.
+    pub claims: ClaimHeads,
 }
 
 /// One change a reconcile writes.
@@ -208,6 +211,10 @@ pub trait LockedAssignments: Send {
     /// [`StoreError::Unavailable`]. Either way the transaction must not be committed.
     async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError>;
 
+    /// Writes new claim generations (issued at `issued_at`) with guarded statements, checked
+    /// against the claim heads of [`LockedAssignments::facts`] like [`LockedAssignments::apply`].
+    async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError>;
+
     /// Commits the changes.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
 
@@ -261,7 +268,8 @@ async fn read_facts(
             .fetch_all(on)
             .await?,
     )?;
-    Ok(AssignmentFacts { cluster, nodes, services, designation, heads })
+    let claims = claim_heads_on(on, backend, cluster_id).await?;
+    Ok(AssignmentFacts { cluster, nodes, services, designation, heads, claims })
 }
 
 /// The signature block of a signed assignment as stored text.
@@ -418,6 +426,10 @@ impl LockedAssignments for LockedSqlAssignments {
             }
         }
         Ok(())
+    }
+
+    async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError> {
+        apply_claim_changes_on(&mut self.transaction, &self.cluster_id, &self.facts.claims, changes, issued_at).await
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
