@@ -46,3 +46,5 @@ CREATE TABLE runtime_local_storage_claim_heads (
 ) STRICT;
 
 CREATE INDEX runtime_local_storage_claim_heads_by_node ON runtime_local_storage_claim_heads (cluster_id, node_id);
+-- `resolveRuntimeLocalStorageClaim` names a claim by its id alone.
+CREATE INDEX runtime_local_storage_claim_heads_by_claim ON runtime_local_storage_claim_heads (claim_id);

@@ -96,6 +96,8 @@ pub enum MissingKind {
     Service,
     /// `what: "node"`.
     Node,
+    /// `what: "storage-claim"`.
+    StorageClaim,
 }
 
 impl MissingKind {
@@ -106,6 +108,7 @@ impl MissingKind {
             MissingKind::Cluster => "cluster",
             MissingKind::Service => "service",
             MissingKind::Node => "node",
+            MissingKind::StorageClaim => "storage-claim",
         }
     }
 }

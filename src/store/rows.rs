@@ -488,3 +488,8 @@ pub(crate) fn last_claim_answer(row: &Row) -> Result<LastClaimAnswer, StoreError
         answer: claim_answer(row)?.ok_or_else(|| StoreError::Corrupt("a listed claim answer is NULL".into()))?,
     })
 }
+
+/// The cluster of a claim: `cluster_id`.
+pub(crate) fn claim_cluster(row: &Row) -> Result<Id, StoreError> {
+    row.id("cluster_id", "claim cluster id")
+}

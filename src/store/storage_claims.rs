@@ -154,6 +154,10 @@ pub trait StorageClaimStore: Send + Sync {
     /// The claim heads issued to one node, sorted by claim id.
     async fn node_claim_heads(&self, cluster_id: &Id, node_id: &NodeId) -> Result<ClaimHeads, StoreError>;
 
+    /// The cluster whose claim `claim_id` is (claim ids are unique across clusters, since they
+    /// are derived from the cluster id; the first cluster by id if a store holds two).
+    async fn claim_cluster(&self, claim_id: &Id) -> Result<Option<Id>, StoreError>;
+
     /// One stored claim generation.
     async fn get_claim(
         &self,
@@ -343,6 +347,18 @@ impl StorageClaimStore for SqlStore {
             .fetch_all(&mut self.pool.connection().await?)
             .await?,
         )
+    }
+
+    async fn claim_cluster(&self, claim_id: &Id) -> Result<Option<Id>, StoreError> {
+        Statement::composed(format!(
+            "SELECT cluster_id FROM runtime_local_storage_claim_heads WHERE claim_id = $1 ORDER BY cluster_id{} LIMIT 1",
+            self.pool.backend().bytewise()
+        ))
+        .text(claim_id.as_str())
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?
+        .map(|row| rows::claim_cluster(&row))
+        .transpose()
     }
 
     async fn get_claim(
