@@ -6,8 +6,9 @@
 //! the spec pins it to, with that node's runtime namespace. The claim id is stable per (cluster,
 //! service, volume); a new generation (linking the previous one) is issued only when what it
 //! carries changes. When the volume leaves its spec, or the service is deleted, the head `bound`
-//! generation is followed by a `purge` generation; a spec that is refused keeps its claims as they
-//! are (a refusal never purges data). A claim whose node answered `uncertain` is held — no new
+//! generation is followed by a `purge` generation; the claims of a service whose current spec is
+//! refused stay as they are, also those of volumes the refused revision drops (a refusal never
+//! purges data). A claim whose node answered `uncertain` is held — no new
 //! generation, no purge, no mount — until an operator decides: `rebind` issues a new bound
 //! generation, `purge` a purge generation (or, for an uncertain purge, pushes it again). After a
 //! purge the volume, declared again, gets a new bound generation once the node answered `purged`.
@@ -157,20 +158,20 @@ fn draft_claim(
 }
 
 /// The claims the facts call for (drafts, by id: the volumes of every spec that is not refused),
-/// and the ids of every volume a current spec declares (refused or not).
+/// and the services whose current spec is refused (their claims stay as they are).
 fn desired_claims(
     facts: &AssignmentFacts,
     controller: &ControllerReference,
 ) -> (BTreeMap<Id, RuntimeLocalStorageClaim>, BTreeSet<Id>) {
     let mut desired = BTreeMap::new();
-    let mut declared = BTreeSet::new();
+    let mut refused = BTreeSet::new();
     if facts.cluster.is_none() {
-        return (desired, declared);
+        return (desired, refused);
     }
     for spec in &facts.services {
         let body = &spec.body;
-        declared.extend(body.volumes.iter().map(|volume| claim_id(&body.cluster_id, &body.service_id, &volume.id)));
         if refusal_of(spec, facts).is_some() {
+            refused.insert(body.service_id.clone());
             continue;
         }
         for volume in &body.volumes {
@@ -179,7 +180,7 @@ fn desired_claims(
             }
         }
     }
-    (desired, declared)
+    (desired, refused)
 }
 
 /// True when two claims carry the same order (everything but the revision members and digest).
@@ -221,7 +222,7 @@ fn reads_back(claim: &RuntimeLocalStorageClaim) -> bool {
 /// documentation for the rules). Pure but for one check: a generation whose record would not
 /// read back is never issued (logged instead).
 pub(super) fn planned_claims(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<RuntimeLocalStorageClaim> {
-    let (mut desired, declared) = desired_claims(facts, controller);
+    let (mut desired, refused) = desired_claims(facts, controller);
     let heads = &facts.claims;
     let mut issued = Vec::new();
     for head in &heads.readable {
@@ -236,7 +237,7 @@ pub(super) fn planned_claims(facts: &AssignmentFacts, controller: &ControllerRef
             (LocalStorageLifecycle::Bound, Some(wanted)) => (!same_content(current, &wanted)
                 || decision == Some(ClaimDecision::Rebind))
             .then(|| following(wanted, Some(current.reference()))),
-            (LocalStorageLifecycle::Bound, None) => (!declared.contains(&current.id)).then(|| purge_of(current)),
+            (LocalStorageLifecycle::Bound, None) => (!refused.contains(&current.service_id)).then(|| purge_of(current)),
             (LocalStorageLifecycle::Purge, Some(wanted)) => {
                 (node_state(head) == Some(NodeState::Purged) || decision == Some(ClaimDecision::Rebind))
                     .then(|| following(wanted, Some(current.reference())))
