@@ -79,9 +79,9 @@ fn reference(claim: &Value) -> Value {
 }
 
 async fn status(service: &TestService) -> (Value, Value) {
-    let status = service.admin_call("getServiceRuntimeStatus", json!({ "clusterId": "c1", "serviceId": "db" })).await
-        ["status"]
-        .clone();
+    let status =
+        service.admin_call("getServiceRuntimeStatus", json!({ "clusterId": "c1", "serviceId": "db" })).await["status"]
+            .clone();
     (status["state"].clone(), status["reason"].clone())
 }
 
@@ -123,8 +123,12 @@ async fn db_assignment(agent: &NodeAgent, session: &Value) -> Option<Value> {
 
 on_both_stores!(two_empty_volumes_are_claimed_pushed_sealed_and_converge, |backend| async move {
     let service = start(backend).await;
-    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750), empty_volume("logs", "/var/log/db", 0, 0o700)]), Value::Null)
-        .await;
+    put_db(
+        &service,
+        json!([empty_volume("data", "/var/lib/db", 1000, 0o750), empty_volume("logs", "/var/log/db", 0, 0o700)]),
+        Value::Null,
+    )
+    .await;
 
     // Issued before the node connects: one bound generation per volume, with its ownership.
     let listed = claims(&service).await;
@@ -308,14 +312,21 @@ on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend
         .unwrap_err();
     assert_eq!(error.data, json!({ "code": "not-found", "what": "storage-claim" }));
     let error = service
-        .call_as(&admin, "resolveRuntimeLocalStorageClaim", json!({ "claim": reference(&data["claim"]), "decision": "keep" }))
+        .call_as(
+            &admin,
+            "resolveRuntimeLocalStorageClaim",
+            json!({ "claim": reference(&data["claim"]), "decision": "keep" }),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.data["code"], json!("request-invalid"));
 
     // Rebind: a new bound generation, pushed, answered ready, sealed.
     let resolved = service
-        .admin_call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference(&data["claim"]), "decision": "rebind" }))
+        .admin_call(
+            "resolveRuntimeLocalStorageClaim",
+            json!({ "claim": reference(&data["claim"]), "decision": "rebind" }),
+        )
         .await["claim"]
         .clone();
     assert_eq!(resolved["claim"]["generation"], json!(2));
@@ -326,7 +337,11 @@ on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend
 
     // A claim that is not uncertain takes no decision.
     let error = service
-        .call_as(&admin, "resolveRuntimeLocalStorageClaim", json!({ "claim": reference(&data["claim"]), "decision": "purge" }))
+        .call_as(
+            &admin,
+            "resolveRuntimeLocalStorageClaim",
+            json!({ "claim": reference(&data["claim"]), "decision": "purge" }),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.data["code"], json!("request-invalid"));
@@ -335,8 +350,12 @@ on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend
 
 on_both_stores!(removing_a_volume_or_the_service_issues_purges_that_end_purged, |backend| async move {
     let service = start(backend).await;
-    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750), empty_volume("logs", "/var/log/db", 0, 0o700)]), Value::Null)
-        .await;
+    put_db(
+        &service,
+        json!([empty_volume("data", "/var/lib/db", 1000, 0o750), empty_volume("logs", "/var/log/db", 0, 0o700)]),
+        Value::Null,
+    )
+    .await;
     let volumes = NodeVolumes::new();
     let (agent, session) = node_one(&service, &volumes).await;
     let logs = head_state(&service, "logs", "ready").await;
@@ -379,3 +398,52 @@ on_both_stores!(removing_a_volume_or_the_service_issues_purges_that_end_purged, 
     assert_eq!(volumes.received().len(), pushed);
     service.stop().await;
 });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_claims_and_resolves_an_uncertain_one() {
+    let service = start(Backend::Sqlite).await;
+    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750)]), Value::Null).await;
+    let volumes = NodeVolumes::new();
+    volumes.script([ClaimReply::Respond(uncertain)]);
+    let (_agent, _) = node_one(&service, &volumes).await;
+    let data = head_state(&service, "data", "uncertain").await;
+    let claim = data["claim"]["id"].as_str().unwrap().to_owned();
+
+    let scratch = std::env::temp_dir().join(format!("cloudly-volumes-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let identity = scratch.join("admin.json");
+    std::fs::write(&identity, service.admin().to_string()).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
+            .args(args)
+            .env("CLOUDLY_URL", &service.base_url)
+            .env("CLOUDLY_IDENTITY", &identity)
+            .output()
+            .unwrap()
+    };
+    let table = tokio::task::block_in_place(|| run(&["volume", "list", "--cluster", "c1"]));
+    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    let table = String::from_utf8(table.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = table.lines().map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["CLAIM", "SERVICE", "VOLUME", "NODE", "GENERATION", "LIFECYCLE", "NODE", "STATE", "FAULTS"]);
+    assert_eq!(lines[1], [claim.as_str(), "db", "data", "node-1", "1", "bound", "uncertain", "0"], "{table}");
+
+    // A generation that is not the current one is refused before anything is sent.
+    let stale = tokio::task::block_in_place(|| {
+        run(&["volume", "resolve", "--cluster", "c1", "--claim", &claim, "--generation", "5", "--decision", "rebind"])
+    });
+    assert_eq!(stale.status.code(), Some(2), "{}", String::from_utf8_lossy(&stale.stderr));
+    assert_eq!(claim_of(&service, "data").await["claim"]["generation"], json!(1));
+    let resolved = tokio::task::block_in_place(|| {
+        run(&["volume", "resolve", "--cluster", "c1", "--claim", &claim, "--generation", "1", "--decision", "rebind"])
+    });
+    assert!(resolved.status.success(), "{}", String::from_utf8_lossy(&resolved.stderr));
+    let resolved: Value = serde_json::from_slice(&resolved.stdout).unwrap();
+    assert_eq!(resolved["claim"]["claim"]["generation"], json!(2));
+    assert_eq!(resolved["claim"]["resolution"], Value::Null, "the decision is recorded on generation 1");
+    let listed = tokio::task::block_in_place(|| run(&["volume", "list", "--cluster", "c1", "-o", "json"]));
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["claims"][0]["claim"]["generation"], json!(2));
+    std::fs::remove_dir_all(&scratch).unwrap();
+    service.stop().await;
+}

@@ -42,10 +42,10 @@ use crate::contract::signing::sign;
 use crate::contract::storage_claim::{
     APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD, ApplyRuntimeLocalStorageClaimRequest,
     ApplyRuntimeLocalStorageClaimResponse, ApplyRuntimeLocalStorageClaimStatus, InitialOwnership,
-    LocalStorageAccessMode, LocalStorageClaimNodeState as NodeState, LocalStorageInitialization,
-    LocalStorageLifecycle, LocalStorageMount, LocalStorageReclaimPolicy, LocalStorageSource, MountPath,
-    RuntimeLocalStorageClaim, bind_apply_runtime_local_storage_claim_request,
-    bind_apply_runtime_local_storage_claim_response, snapshot_runtime_local_storage_claim,
+    LocalStorageAccessMode, LocalStorageClaimNodeState as NodeState, LocalStorageInitialization, LocalStorageLifecycle,
+    LocalStorageMount, LocalStorageReclaimPolicy, LocalStorageSource, MountPath, RuntimeLocalStorageClaim,
+    bind_apply_runtime_local_storage_claim_request, bind_apply_runtime_local_storage_claim_response,
+    snapshot_runtime_local_storage_claim,
 };
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Sha256Digest};
 use crate::store::SharedStore;
@@ -221,7 +221,10 @@ fn reads_back(claim: &RuntimeLocalStorageClaim) -> bool {
 /// The claim generations a reconcile issues, unsigned but digested (see the module
 /// documentation for the rules). Pure but for one check: a generation whose record would not
 /// read back is never issued (logged instead).
-pub(super) fn planned_claims(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<RuntimeLocalStorageClaim> {
+pub(super) fn planned_claims(
+    facts: &AssignmentFacts,
+    controller: &ControllerReference,
+) -> Vec<RuntimeLocalStorageClaim> {
     let (mut desired, refused) = desired_claims(facts, controller);
     let heads = &facts.claims;
     let mut issued = Vec::new();
@@ -238,10 +241,9 @@ pub(super) fn planned_claims(facts: &AssignmentFacts, controller: &ControllerRef
                 || decision == Some(ClaimDecision::Rebind))
             .then(|| following(wanted, Some(current.reference()))),
             (LocalStorageLifecycle::Bound, None) => (!refused.contains(&current.service_id)).then(|| purge_of(current)),
-            (LocalStorageLifecycle::Purge, Some(wanted)) => {
-                (node_state(head) == Some(NodeState::Purged) || decision == Some(ClaimDecision::Rebind))
-                    .then(|| following(wanted, Some(current.reference())))
-            }
+            (LocalStorageLifecycle::Purge, Some(wanted)) => (node_state(head) == Some(NodeState::Purged)
+                || decision == Some(ClaimDecision::Rebind))
+            .then(|| following(wanted, Some(current.reference()))),
             (LocalStorageLifecycle::Purge, None) => None,
         };
         issued.extend(next);
@@ -292,13 +294,20 @@ pub(super) fn with_issued_claims<'a>(
             resolution: None,
         });
     }
-    facts.claims.readable.sort_by(|left, right| compare_bytes(left.signed.payload.id.as_str(), right.signed.payload.id.as_str()));
+    facts
+        .claims
+        .readable
+        .sort_by(|left, right| compare_bytes(left.signed.payload.id.as_str(), right.signed.payload.id.as_str()));
     Cow::Owned(facts)
 }
 
 /// The references an assignment of `spec` on `node_id` seals in `workload.storage`: the bound
 /// head of each declared volume's claim on that node, sorted by id.
-pub(super) fn sealed_claims(facts: &AssignmentFacts, spec: &ServiceRuntimeSpec, node_id: &NodeId) -> Vec<AuthorityReference> {
+pub(super) fn sealed_claims(
+    facts: &AssignmentFacts,
+    spec: &ServiceRuntimeSpec,
+    node_id: &NodeId,
+) -> Vec<AuthorityReference> {
     let body = &spec.body;
     let mut sealed: Vec<AuthorityReference> = body
         .volumes
@@ -419,12 +428,7 @@ impl Drop for WorkerGuard<'_> {
 
 impl ClaimPusher {
     /// A pusher over `store`, sending through `links`.
-    pub fn new(
-        store: SharedStore,
-        clock: Arc<dyn Clock>,
-        links: Arc<NodeLinks>,
-        settings: ClaimPushSettings,
-    ) -> Self {
+    pub fn new(store: SharedStore, clock: Arc<dyn Clock>, links: Arc<NodeLinks>, settings: ClaimPushSettings) -> Self {
         ClaimPusher {
             store,
             clock,
@@ -466,7 +470,8 @@ impl ClaimPusher {
 
     /// Wakes the nodes of the issued generations.
     pub fn issued(self: &Arc<Self>, cluster_id: &Id, changes: &[ClaimChange]) {
-        let nodes: BTreeSet<&NodeId> = changes.iter().map(|ClaimChange::Issue(signed)| &signed.payload.node_id).collect();
+        let nodes: BTreeSet<&NodeId> =
+            changes.iter().map(|ClaimChange::Issue(signed)| &signed.payload.node_id).collect();
         for node_id in nodes {
             if self.links.connected_session(cluster_id, node_id).is_some() {
                 self.wake(cluster_id, node_id);
@@ -587,7 +592,8 @@ impl ClaimPusher {
             };
             if retry {
                 let attempts = retries.get(&key).map_or(0, |retry| retry.attempts);
-                let delay = self.settings.retry_initial.saturating_mul(1 << attempts.min(16)).min(self.settings.retry_max);
+                let delay =
+                    self.settings.retry_initial.saturating_mul(1 << attempts.min(16)).min(self.settings.retry_max);
                 let not_before = Instant::now() + delay;
                 retries.insert(key, Retry { attempts: attempts + 1, not_before });
                 pass.next = Some(pass.next.map_or(not_before, |next| next.min(not_before)));
@@ -813,7 +819,8 @@ mod tests {
 
     #[test]
     fn claim_ids_are_valid_stable_and_distinct() {
-        let (cluster, service, volume) = (Id::parse("c1").unwrap(), Id::parse("db").unwrap(), Id::parse("data").unwrap());
+        let (cluster, service, volume) =
+            (Id::parse("c1").unwrap(), Id::parse("db").unwrap(), Id::parse("data").unwrap());
         let first = claim_id(&cluster, &service, &volume);
         assert_eq!(first, claim_id(&cluster, &service, &volume));
         assert_eq!(first.as_str().len(), 4 + 40);

@@ -32,8 +32,8 @@ mod rows;
 pub mod service_status;
 pub mod sessions;
 mod sql;
-pub mod storage_claims;
 mod sqlite;
+pub mod storage_claims;
 
 pub use designations::{
     DesignationSnapshot, DesignationStore, DesignationWrite, LockedDesignation, RecordedMutation, SealedSecret,

@@ -18,9 +18,7 @@ use super::relays::{IngressRoute, RelayConnectionState, StoredRelayConnection, S
 use super::service_status::{HeadState, RecordedStatus};
 use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
 use super::sql::Row;
-use super::storage_claims::{
-    ClaimAnswer, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim, UnreadableClaim,
-};
+use super::storage_claims::{ClaimAnswer, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim, UnreadableClaim};
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
@@ -423,9 +421,8 @@ pub(crate) fn counter(row: &Row, column: &str, what: &str) -> Result<u64, StoreE
 pub(crate) fn stored_claim(row: &Row) -> Result<StoredClaim, StoreError> {
     let signed: Signed<RuntimeLocalStorageClaim> =
         signed_record(row, "runtime local storage claim", |value| snapshot_runtime_local_storage_claim(value).ok())?;
-    let time = |column: &str, what: &str| {
-        row.optional_integer(column)?.map(|value| counter_from_sql(value, what)).transpose()
-    };
+    let time =
+        |column: &str, what: &str| row.optional_integer(column)?.map(|value| counter_from_sql(value, what)).transpose();
     let last_fault = match (row.optional_text("last_fault")?, time("last_fault_at", "fault time")?) {
         (Some(fault), Some(at)) => Some(ClaimFault { fault, at }),
         _ => None,
