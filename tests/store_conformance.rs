@@ -1327,7 +1327,7 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     assert!(matches!(locked.apply_claims(&[skipping], 110).await, Err(StoreError::Corrupt(_))));
     locked.rollback().await.unwrap();
     let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
-    assert!(matches!(locked.apply_claims(&[first.clone()], 110).await, Err(StoreError::Corrupt(_))));
+    assert!(matches!(locked.apply_claims(std::slice::from_ref(&first), 110).await, Err(StoreError::Corrupt(_))));
     locked.rollback().await.unwrap();
     let purge = claim(2, Some(first_reference.clone()), LocalStorageLifecycle::Purge);
     let mut locked = store.lock_assignments(&cluster_id).await.unwrap();

@@ -330,6 +330,20 @@ pub(crate) async fn apply_claim_changes_on(
     Ok(())
 }
 
+/// `sql`, a statement about one claim generation (`$1` cluster, `$2` claim, `$3` generation),
+/// with those arguments bound.
+fn on_generation<'a>(
+    sql: &'static str,
+    cluster_id: &'a Id,
+    claim_id: &'a Id,
+    generation: u64,
+) -> Result<Statement<'a>, StoreError> {
+    Ok(Statement::new(sql)
+        .text(cluster_id.as_str())
+        .text(claim_id.as_str())
+        .integer(counter_to_sql(generation, "claim generation")?))
+}
+
 #[async_trait]
 impl StorageClaimStore for SqlStore {
     async fn claim_heads(&self, cluster_id: &Id) -> Result<ClaimHeads, StoreError> {
@@ -367,15 +381,15 @@ impl StorageClaimStore for SqlStore {
         claim_id: &Id,
         generation: u64,
     ) -> Result<Option<StoredClaim>, StoreError> {
-        Statement::new(
+        on_generation(
             "SELECT record, signature, issued_at, answer_status, node_state, answered_session_id, \
                answered_session_generation, answered_at, fault_count, last_fault, last_fault_at, resolution, \
                resolved_at \
              FROM runtime_local_storage_claims WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3",
-        )
-        .text(cluster_id.as_str())
-        .text(claim_id.as_str())
-        .integer(counter_to_sql(generation, "claim generation")?)
+            cluster_id,
+            claim_id,
+            generation,
+        )?
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
         .map(|row| rows::stored_claim(&row))
@@ -389,14 +403,14 @@ impl StorageClaimStore for SqlStore {
         generation: u64,
         answer: &ClaimAnswer,
     ) -> Result<bool, StoreError> {
-        let updated = Statement::new(
+        let updated = on_generation(
             "UPDATE runtime_local_storage_claims SET answer_status = $4, node_state = $5, answered_session_id = $6, \
                answered_session_generation = $7, answered_at = $8 \
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3",
-        )
-        .text(cluster_id.as_str())
-        .text(claim_id.as_str())
-        .integer(counter_to_sql(generation, "claim generation")?)
+            cluster_id,
+            claim_id,
+            generation,
+        )?
         .text(&answer.status)
         .text(&answer.state)
         .text(answer.session_id.as_str())
@@ -414,14 +428,14 @@ impl StorageClaimStore for SqlStore {
         generation: u64,
         fault: &ClaimFault,
     ) -> Result<(), StoreError> {
-        Statement::new(
+        on_generation(
             "UPDATE runtime_local_storage_claims SET fault_count = fault_count + 1, last_fault = $4, \
                last_fault_at = $5 \
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3",
-        )
-        .text(cluster_id.as_str())
-        .text(claim_id.as_str())
-        .integer(counter_to_sql(generation, "claim generation")?)
+            cluster_id,
+            claim_id,
+            generation,
+        )?
         .text(&fault.fault)
         .integer(counter_to_sql(fault.at, "fault time")?)
         .execute(&mut self.pool.connection().await?)
@@ -437,7 +451,7 @@ impl StorageClaimStore for SqlStore {
         resolution: &ClaimResolution,
         forget_answer: bool,
     ) -> Result<bool, StoreError> {
-        let updated = Statement::new(
+        let updated = on_generation(
             "UPDATE runtime_local_storage_claims SET resolution = $4, resolved_at = $5, \
                answer_status = CASE WHEN $6 THEN NULL ELSE answer_status END, \
                node_state = CASE WHEN $6 THEN NULL ELSE node_state END, \
@@ -447,10 +461,10 @@ impl StorageClaimStore for SqlStore {
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3 AND node_state = 'uncertain' \
                AND generation = (SELECT h.generation FROM runtime_local_storage_claim_heads h \
                                  WHERE h.cluster_id = $1 AND h.claim_id = $2)",
-        )
-        .text(cluster_id.as_str())
-        .text(claim_id.as_str())
-        .integer(counter_to_sql(generation, "claim generation")?)
+            cluster_id,
+            claim_id,
+            generation,
+        )?
         .text(&resolution.decision)
         .integer(counter_to_sql(resolution.at, "resolution time")?)
         .boolean(forget_answer)
