@@ -440,10 +440,20 @@ const DOMAIN_ERROR_VARIANTS: usize = 19;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
-    let all = vec![MissingKind::Organization, MissingKind::Cluster, MissingKind::Service, MissingKind::Node];
+    let all = vec![
+        MissingKind::Organization,
+        MissingKind::Cluster,
+        MissingKind::Service,
+        MissingKind::Node,
+        MissingKind::StorageClaim,
+    ];
     for kind in &all {
         match kind {
-            MissingKind::Organization | MissingKind::Cluster | MissingKind::Service | MissingKind::Node => {}
+            MissingKind::Organization
+            | MissingKind::Cluster
+            | MissingKind::Service
+            | MissingKind::Node
+            | MissingKind::StorageClaim => {}
         }
     }
     all
@@ -1326,9 +1336,20 @@ impl Flow {
             if incoming["correlation"]["phase"] == json!("response") {
                 break incoming;
             }
-            assert_eq!(incoming["method"], json!("pushRuntimeChanged"), "the controller's only request: {incoming}");
+            // The controller's requests: `pushRuntimeChanged`, answered `{}`, and
+            // `applyRuntimeLocalStorageClaim`, whose claim this node is unsure of.
+            let response = match incoming["method"].as_str() {
+                Some("pushRuntimeChanged") => json!({}),
+                Some("applyRuntimeLocalStorageClaim") => {
+                    let claim = &incoming["request"]["claim"];
+                    assert_fits_named("IRuntimeSessionReference", &incoming["request"]["session"]);
+                    assert_fits_named("IRuntimeLocalStorageClaim", claim);
+                    json!({ "status": "accepted", "state": "uncertain", "claim": reference_of(claim) })
+                }
+                _ => panic!("the controller sent an undocumented request: {incoming}"),
+            };
             let answer = json!({
-                "method": incoming["method"], "request": null, "response": {},
+                "method": incoming["method"], "request": null, "response": response,
                 "correlation": { "id": incoming["correlation"]["id"], "phase": "response" },
             });
             socket.send(Message::text(answer.to_string())).await.expect("a frame");
@@ -1786,6 +1807,34 @@ async fn every_method_answers_in_the_documented_shapes() {
     assert_eq!(missing["what"], json!("cluster"));
     let invalid = json!({ "clusterId": "c1", "limit": 501 });
     flow.refused("listClusterIngressRegistrations", Some(&viewer), invalid, "request-invalid").await;
+
+    // A runtime local storage claim: pushed down node-1's socket, answered `uncertain` there, and
+    // resolved by an administrator.
+    let mut db = runnable_spec_body("c1", "db");
+    db["replicas"] = json!(1);
+    db["placement"] = json!({ "nodeIds": ["node-1"] });
+    db["volumes"] = json!([{ "id": "data", "mountPath": "/var/lib/db", "readOnly": false, "driver": "local",
+        "driverOptions": [], "mountOptions": [],
+        "initialization": { "kind": "empty", "ownership": { "uid": 1000, "gid": 1000, "mode": 488 } } }]);
+    flow.ok("putServiceRuntimeSpec", Some(&admin), json!({ "spec": db, "expectedRevision": null })).await;
+    let mut uncertain = None;
+    for _ in 0..200 {
+        flow.node_ok("getRuntimeAssignments", json!({ "session": session })).await;
+        let listed = flow.ok("listRuntimeLocalStorageClaims", Some(&viewer), json!({ "clusterId": "c1" })).await;
+        let claim = listed["claims"][0].clone();
+        if claim["node"]["state"] == json!("uncertain") {
+            uncertain = Some(claim);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let uncertain = uncertain.expect("node-1 answered the claim push");
+    let decided = json!({ "claim": reference_of(&uncertain["claim"]), "decision": "rebind" });
+    let resolved = flow.ok("resolveRuntimeLocalStorageClaim", Some(&admin), decided.clone()).await;
+    assert_eq!(resolved["claim"]["claim"]["generation"], json!(2));
+    let missing = flow.refused("resolveRuntimeLocalStorageClaim", Some(&admin), decided, "not-found").await;
+    assert_eq!(missing["what"], json!("storage-claim"));
+    flow.refused("listRuntimeLocalStorageClaims", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
     flow.refused("listClusterIngressRegistrations", None, json!({ "clusterId": "c1" }), "identity-refused").await;
 
     // The protocol is judged before anything else: any `request` value, with or without a token.

@@ -18,6 +18,11 @@ use cloudly::contract::network::address_plan::{
     RuntimeNetworkAddressPlan, seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
 };
 use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
+use cloudly::contract::session::{ControllerKind, ControllerReference};
+use cloudly::contract::storage_claim::{
+    InitialOwnership, LocalStorageAccessMode, LocalStorageInitialization, LocalStorageLifecycle, LocalStorageMount,
+    LocalStorageReclaimPolicy, LocalStorageSource, MountPath, RuntimeLocalStorageClaim,
+};
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
 use cloudly::domain::{Controller, SystemClock};
@@ -25,6 +30,7 @@ use cloudly::keys::ControllerKeys;
 use cloudly::store::StoredNetworkPlan;
 use cloudly::store::network::LeaseChange;
 use cloudly::store::service_status::RecordedStatus;
+use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
     Backend, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome, SealedSecret,
     SharedStore, Store, StoreError, StoredCluster,
@@ -94,6 +100,7 @@ on_both_stores!(run =>
     racing_key_sets_record_exactly_one_and_readiness_writes,
     service_statuses_keep_their_time_until_the_verdict_changes,
     network_plans_and_leases_keep_their_rules,
+    claims_link_their_heads_and_keep_each_answer,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1393,4 +1400,109 @@ async fn network_plans_and_leases_keep_their_rules(context: Context) {
         .execute("UPDATE runtime_network_address_plans SET digest = record, record = '{\"clusterId\":1}'")
         .await;
     assert!(matches!(store.network_plan(&cluster).await, Err(StoreError::Corrupt(_))));
+/// Generation `generation` of the claim of volume `data` of `ingress` on node-1, linking
+/// `previous`, digested and signed.
+fn claim(generation: u64, previous: Option<AuthorityReference>, lifecycle: LocalStorageLifecycle) -> ClaimChange {
+    let mut claim = RuntimeLocalStorageClaim {
+        id: id("lsc-data"),
+        generation,
+        previous,
+        controller: ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") },
+        organization_id: id("org"),
+        cluster_id: id("c1"),
+        node_id: node_id("node-1"),
+        runtime_namespace: id("ns-1"),
+        service_id: id("ingress"),
+        volume_id: id("data"),
+        source: LocalStorageSource::Directory,
+        initialization: LocalStorageInitialization::Empty(InitialOwnership { uid: 1000, gid: 1000, mode: 0o750 }),
+        mount: LocalStorageMount { mount_path: MountPath::parse("/var/lib/data").unwrap(), read_only: false },
+        access_mode: LocalStorageAccessMode::ReadWriteOnce,
+        reclaim_policy: LocalStorageReclaimPolicy::Retain,
+        lifecycle,
+        digest: Sha256Digest::from_bytes(&[0; 32]),
+    };
+    claim.digest = claim.compute_digest();
+    let keys = cloudly::keys::ControllerKeys::generate().unwrap();
+    ClaimChange::Issue(Box::new(cloudly::contract::signing::sign(&keys.signing, claim)))
+}
+
+fn answer(state: &str, at: u64) -> ClaimAnswer {
+    ClaimAnswer {
+        status: "accepted".to_owned(),
+        state: state.to_owned(),
+        session_id: id("session-1"),
+        session_generation: 1,
+        answered_at: at,
+    }
+}
+
+async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let (cluster_id, claim_id) = (id("c1"), id("lsc-data"));
+    let first = claim(1, None, LocalStorageLifecycle::Bound);
+    let ClaimChange::Issue(signed) = &first;
+    let first_reference = signed.payload.reference();
+    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    locked.apply_claims(std::slice::from_ref(&first), 100).await.unwrap();
+    locked.commit().await.unwrap();
+    let heads = store.claim_heads(&cluster_id).await.unwrap();
+    assert_eq!(heads.readable.len(), 1);
+    assert_eq!(heads.readable[0].signed, **signed);
+    assert_eq!((heads.readable[0].issued_at, heads.readable[0].answer.clone()), (100, None));
+    assert_eq!(store.assignment_facts(&cluster_id).await.unwrap().claims, heads);
+    assert_eq!(store.claim_cluster(&claim_id).await.unwrap(), Some(cluster_id.clone()));
+    assert_eq!(store.claim_cluster(&id("lsc-none")).await.unwrap(), None);
+
+    // A generation that does not link the head is refused; nothing is written.
+    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    let skipping = claim(3, Some(first_reference.clone()), LocalStorageLifecycle::Purge);
+    assert!(matches!(locked.apply_claims(&[skipping], 110).await, Err(StoreError::Corrupt(_))));
+    locked.rollback().await.unwrap();
+    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    assert!(matches!(locked.apply_claims(std::slice::from_ref(&first), 110).await, Err(StoreError::Corrupt(_))));
+    locked.rollback().await.unwrap();
+    let purge = claim(2, Some(first_reference.clone()), LocalStorageLifecycle::Purge);
+    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    locked.apply_claims(&[purge], 120).await.unwrap();
+    locked.commit().await.unwrap();
+    let node_heads = store.node_claim_heads(&cluster_id, &node_id("node-1")).await.unwrap();
+    assert_eq!(node_heads.readable[0].signed.payload.generation, 2);
+    assert!(store.node_claim_heads(&cluster_id, &node_id("node-2")).await.unwrap().readable.is_empty());
+
+    // Answers are kept per generation; faults count up and never touch the answer.
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("ready", 130)).await.unwrap());
+    assert!(!store.record_claim_answer(&cluster_id, &claim_id, 9, &answer("ready", 130)).await.unwrap());
+    for at in [140, 150] {
+        let fault = ClaimFault { fault: "the answer does not bind".to_owned(), at };
+        store.record_claim_fault(&cluster_id, &claim_id, 2, &fault).await.unwrap();
+    }
+    let head = store.get_claim(&cluster_id, &claim_id, 2).await.unwrap().unwrap();
+    assert_eq!((head.fault_count, head.answer), (2, None));
+    assert_eq!(head.last_fault, Some(ClaimFault { fault: "the answer does not bind".to_owned(), at: 150 }));
+    let last = store.last_claim_answers(&cluster_id).await.unwrap();
+    assert_eq!((last.len(), last[0].generation, last[0].answer.clone()), (1, 1, answer("ready", 130)));
+
+    // A decision is recorded only on an uncertain head.
+    let decision = ClaimResolution { decision: "purge".to_owned(), at: 160 };
+    assert!(!store.record_claim_resolution(&cluster_id, &claim_id, 2, &decision, true).await.unwrap());
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 2, &answer("uncertain", 170)).await.unwrap());
+    store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("uncertain", 170)).await.unwrap();
+    assert!(!store.record_claim_resolution(&cluster_id, &claim_id, 1, &decision, false).await.unwrap());
+    assert!(store.record_claim_resolution(&cluster_id, &claim_id, 2, &decision, true).await.unwrap());
+    let head = store.get_claim(&cluster_id, &claim_id, 2).await.unwrap().unwrap();
+    assert_eq!((head.answer, head.resolution), (None, Some(decision)));
+    assert_eq!(store.last_claim_answers(&cluster_id).await.unwrap()[0].generation, 1);
+    // A state the schema does not know is refused by the database.
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 2, &answer("mounted", 180)).await.is_err());
+
+    // A record that does not read back affects only itself.
+    context.database.execute("UPDATE runtime_local_storage_claims SET record = '{}' WHERE generation = 2").await;
+    let heads = store.claim_heads(&cluster_id).await.unwrap();
+    assert!(heads.readable.is_empty());
+    assert_eq!(heads.unreadable[0].reference.generation, 2);
+    assert_eq!(heads.unreadable[0].volume_id, id("data"));
+    assert!(matches!(store.get_claim(&cluster_id, &claim_id, 2).await, Err(StoreError::Corrupt(_))));
+    assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
 }

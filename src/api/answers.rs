@@ -21,6 +21,7 @@ use crate::domain::registration::{RegistrationAccepted, RegistrationPage};
 use crate::domain::relays::{RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
 use crate::domain::secrets::Bearer;
 use crate::store::network::StoredNetworkPlan;
+use crate::domain::storage_claims::ClaimListing;
 use crate::store::registrations::StoredIngressRegistration;
 use crate::store::relays::{StoredRelayConnection, StoredRouteTable};
 use crate::store::{StoredCluster, StoredNode, StoredOrganization};
@@ -102,6 +103,41 @@ pub fn network_plan(stored: Option<&StoredNetworkPlan>) -> Value {
         "plan": stored.map(|stored| stored.plan.to_value()),
         "protectedAuthority": stored.map(|stored| stored.authority.to_value()),
     })
+}
+
+/// One claim as `listRuntimeLocalStorageClaims` lists it: `{ claim, issuedAt, node: { generation,
+/// status, state, answeredAt } | null, faults: { count, last: { fault, at } | null }, resolution:
+/// { decision, at } | null }` — the head generation with its faults and decision, and the node's
+/// latest answer to any generation of the claim.
+fn claim_listing_json(listing: &ClaimListing) -> Value {
+    let head = &listing.head;
+    json!({
+        "claim": serde_json::to_value(&head.signed.payload).expect("claims serialize"),
+        "issuedAt": head.issued_at,
+        "node": listing.last_answer.as_ref().map(|last| json!({
+            "generation": last.generation,
+            "status": last.answer.status,
+            "state": last.answer.state,
+            "answeredAt": last.answer.answered_at,
+        })),
+        "faults": {
+            "count": head.fault_count,
+            "last": head.last_fault.as_ref().map(|fault| json!({ "fault": fault.fault, "at": fault.at })),
+        },
+        "resolution": head.resolution.as_ref().map(|resolution| json!({
+            "decision": resolution.decision, "at": resolution.at,
+        })),
+    })
+}
+
+/// `{ claims }` (`listRuntimeLocalStorageClaims`).
+pub fn claims(listed: &[ClaimListing]) -> Value {
+    json!({ "claims": listed.iter().map(claim_listing_json).collect::<Vec<_>>() })
+}
+
+/// `{ claim }` (`resolveRuntimeLocalStorageClaim`): the claim's listing after the decision.
+pub fn claim(listing: &ClaimListing) -> Value {
+    json!({ "claim": claim_listing_json(listing) })
 }
 
 /// `{ deleted: true }`.

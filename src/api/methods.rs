@@ -306,6 +306,16 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "listRuntimeLocalStorageClaims",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::cluster(request)?;
+                Ok(answers::claims(&controller.list_runtime_local_storage_claims(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "listServiceRuntimeStatuses",
         principal: Principal::Administrator(Access::Read, |controller, _, request| {
             Box::pin(async move {
@@ -321,6 +331,7 @@ pub static METHODS: &[Method] = &[
             Box::pin(async move {
                 let session = controller.open_runtime_session(requests::open_runtime_session(request)?).await?;
                 socket.attach(controller, &session);
+                controller.node_session_attached(&session);
                 Ok(answers::session(&session))
             })
         }),
@@ -403,6 +414,16 @@ pub static METHODS: &[Method] = &[
                 let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
                 controller.report_runtime_assignment_state(&session, request.rest()?).await?;
                 Ok(answers::recorded())
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "resolveRuntimeLocalStorageClaim",
+        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::resolve_runtime_local_storage_claim(request)?;
+                Ok(answers::claim(&controller.resolve_runtime_local_storage_claim(request).await?))
             })
         }),
         timeout: Timeout::Standard,

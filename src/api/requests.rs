@@ -37,6 +37,7 @@ use crate::domain::relays::{
 };
 use crate::domain::secrets::Bearer;
 use crate::domain::service_status::GetServiceRuntimeStatusRequest;
+use crate::domain::storage_claims::{ClaimDecision, ResolveRuntimeLocalStorageClaimRequest};
 use crate::store::relays::IngressRoute;
 use serde_json::{Map, Value};
 
@@ -199,6 +200,21 @@ pub fn get_service_runtime_spec(request: &Request) -> Result<GetServiceRuntimeSp
 pub fn get_service_runtime_status(request: &Request) -> Result<GetServiceRuntimeStatusRequest, ApiError> {
     let members = Members::besides_identity(request, &["clusterId", "serviceId"], &[])?;
     Ok(GetServiceRuntimeStatusRequest { cluster_id: members.id("clusterId")?, service_id: members.id("serviceId")? })
+}
+
+/// `resolveRuntimeLocalStorageClaim`: `{ identity, claim, decision }`.
+pub fn resolve_runtime_local_storage_claim(
+    request: &Request,
+) -> Result<ResolveRuntimeLocalStorageClaimRequest, ApiError> {
+    let members = Members::besides_identity(request, &["claim", "decision"], &[])?;
+    Ok(ResolveRuntimeLocalStorageClaimRequest {
+        claim: members.read("claim", AuthorityReference::read, "an IRuntimeAuthorityReference")?,
+        decision: members.read(
+            "decision",
+            |value| ClaimDecision::parse(reader::string(value)?).ok_or(reader::Invalid),
+            "purge or rebind",
+        )?,
+    })
 }
 
 /// `deleteService`: `{ identity, clusterId, serviceId, expectedRevision }`.

@@ -165,6 +165,9 @@ pub enum AdminCommand {
     /// The cluster's runtime network.
     #[command(subcommand)]
     Network(NetworkCommand),
+    /// Runtime local storage claims: the node-local volumes of services.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
     /// Apply a whole inventory from one JSON or YAML file: `{ organizations, clusters, nodes,
     /// services }` (each optional; a node entry is `{ clusterId, node, rotateCredential? }`).
     /// Every record is checked first (nothing is sent when one is invalid). Each record is read
@@ -303,25 +306,95 @@ enum Answer {
     Text(String),
 }
 
+/// A JSON value as a table cell: a string as it is, `null` as `-`, anything else as JSON.
+fn cell(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    }
+}
+
 /// Service statuses as aligned columns: service, spec revision, state, reason, changed at.
 fn status_table(statuses: &[Value]) -> String {
-    let rows: Vec<[String; 5]> = statuses
+    let rows: Vec<Vec<String>> = statuses
         .iter()
         .map(|status| {
-            let text = |key: &str| match &status[key] {
-                Value::String(text) => text.clone(),
-                Value::Null => "-".to_owned(),
-                other => other.to_string(),
-            };
-            [text("id"), text("specRevision"), text("state"), text("reason"), text("changedAt")]
+            ["id", "specRevision", "state", "reason", "changedAt"].iter().map(|key| cell(&status[*key])).collect()
         })
         .collect();
     let header = ["SERVICE", "REVISION", "STATE", "REASON", "CHANGED AT (ms)"].map(str::to_owned);
-    let widths: Vec<usize> = (0..5)
-        .map(|column| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0))
+    aligned(&header, &rows)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// Every claim of the cluster with the node's last state (`listRuntimeLocalStorageClaims`).
+    List {
+        #[arg(long)]
+        cluster: String,
+        /// `table` (readable) or `json` (the answer as the controller gave it).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+    /// Decide on a claim whose node answered `uncertain` (`resolveRuntimeLocalStorageClaim`):
+    /// `rebind` keeps and mounts the bytes, `purge` deletes them. The claim's current generation
+    /// is read from the cluster's list first; `--generation` makes sure it is the one you saw.
+    Resolve {
+        #[arg(long)]
+        cluster: String,
+        /// The claim id (`lsc-…`).
+        #[arg(long)]
+        claim: String,
+        /// The generation the decision is for; refused when the claim has moved on.
+        #[arg(long)]
+        generation: Option<u64>,
+        #[arg(long, value_enum)]
+        decision: DecisionArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DecisionArg {
+    Purge,
+    Rebind,
+}
+
+/// Claims as aligned columns: claim, service, volume, node, generation, lifecycle, node state
+/// (with the generation it is about when that is not the head), faults.
+fn claim_table(claims: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = claims
+        .iter()
+        .map(|listing| {
+            let claim = &listing["claim"];
+            let node = &listing["node"];
+            let state = match (&node["state"], &node["generation"]) {
+                (Value::Null, _) => "pending".to_owned(),
+                (state, generation) if generation == &claim["generation"] => cell(state),
+                (state, generation) => format!("{} (generation {generation})", cell(state)),
+            };
+            let mut row: Vec<String> = ["id", "serviceId", "volumeId", "nodeId", "generation", "lifecycle"]
+                .iter()
+                .map(|key| cell(&claim[*key]))
+                .collect();
+            row.push(state);
+            row.push(cell(&listing["faults"]["count"]));
+            row
+        })
         .collect();
-    std::iter::once(&header)
-        .chain(&rows)
+    let header = ["CLAIM", "SERVICE", "VOLUME", "NODE", "GENERATION", "LIFECYCLE", "NODE STATE", "FAULTS"];
+    aligned(&header.map(str::to_owned), &rows)
+}
+
+/// `header` and `rows` as left-aligned columns two spaces apart.
+fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|column| {
+            rows.iter().map(Vec::as_slice).chain([header]).map(|row| row[column].chars().count()).max().unwrap_or(0)
+        })
+        .collect();
+    std::iter::once(header)
+        .chain(rows.iter().map(Vec::as_slice))
         .map(|row| {
             let cells: Vec<String> =
                 row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
@@ -329,6 +402,40 @@ fn status_table(statuses: &[Value]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `resolveRuntimeLocalStorageClaim` for the current generation of `claim`, read from the
+/// cluster's list.
+async fn resolve_claim(
+    session: &Session,
+    cluster: &str,
+    claim: &str,
+    generation: Option<u64>,
+    decision: DecisionArg,
+) -> Result<Value, Outcome> {
+    let listed = session.call("listRuntimeLocalStorageClaims", json!({ "clusterId": cluster })).await?;
+    let current = listed["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|listing| &listing["claim"])
+        .find(|listed| listed["id"] == claim)
+        .ok_or_else(|| anyhow::anyhow!("--claim {claim}: cluster {cluster} has no such claim"))?;
+    if let Some(generation) = generation
+        && current["generation"] != generation
+    {
+        return Err(anyhow::anyhow!(
+            "--generation {generation}: the claim's current generation is {}; list the claims again",
+            current["generation"]
+        )
+        .into());
+    }
+    let decision = match decision {
+        DecisionArg::Purge => "purge",
+        DecisionArg::Rebind => "rebind",
+    };
+    let reference = json!({ "id": current["id"], "generation": current["generation"], "digest": current["digest"] });
+    Ok(session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await?)
 }
 
 #[derive(Debug, Subcommand)]
@@ -824,6 +931,20 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
                     OutputFormat::Json => Answer::Json(answer),
                     OutputFormat::Table => Answer::Text(status_table(&statuses)),
                 });
+            }
+        },
+        AdminCommand::Volume(command) => match command {
+            VolumeCommand::List { cluster, output } => {
+                let answer = session.call("listRuntimeLocalStorageClaims", json!({ "clusterId": cluster })).await?;
+                return Ok(match output {
+                    OutputFormat::Json => Answer::Json(answer),
+                    OutputFormat::Table => {
+                        Answer::Text(claim_table(answer["claims"].as_array().map_or(&[], Vec::as_slice)))
+                    }
+                });
+            }
+            VolumeCommand::Resolve { cluster, claim, generation, decision } => {
+                return resolve_claim(session, &cluster, &claim, generation, decision).await.map(Answer::Json);
             }
         },
         AdminCommand::Relay(RelayCommand::Credential { cluster, relay }) => {

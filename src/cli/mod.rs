@@ -1,6 +1,6 @@
 //! The command line. `serve`, `migrate`, `config`, `identity` and `keys` run the controller's own
 //! parts; `contract` checks records offline; the administrator commands (`org`, `cluster`, `node`,
-//! `service`, `ingress`, `relay`, `route`, `apply`, `call`) are clients of a running controller;
+//! `service`, `ingress`, `relay`, `route`, `volume`, `apply`, `call`) are clients of a running controller;
 //! `completions` prints a shell completion script.
 
 mod admin;

@@ -23,6 +23,7 @@
 use super::Clock;
 use super::service_status::{blocking_verdict, refresh_statuses};
 use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
+use super::storage_claims::{ClaimPusher, plan_claims, planned_claims, sealed_claims, with_issued_claims};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{
     EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
@@ -204,7 +205,7 @@ pub(super) fn desired_assignments(
                     image: body.image.clone(),
                     environment,
                     ports: ports.clone(),
-                    storage: Vec::new(),
+                    storage: sealed_claims(facts, spec, node_id),
                 },
                 digest: Sha256Digest::from_bytes(&[0; 32]),
             };
@@ -332,6 +333,8 @@ pub struct AssignmentReconciler {
     keys: Arc<ControllerKeys>,
     controller: ControllerReference,
     links: Arc<NodeLinks>,
+    /// Pushes the claims a reconcile issues.
+    claims: Arc<ClaimPusher>,
     /// The shortest time between the starts of two background runs of one cluster.
     interval: Duration,
     /// The clusters with a background reconcile in flight.
@@ -371,9 +374,10 @@ impl AssignmentReconciler {
         keys: Arc<ControllerKeys>,
         controller: ControllerReference,
         links: Arc<NodeLinks>,
+        claims: Arc<ClaimPusher>,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, clock, keys, controller, links, interval, running: Mutex::default() }
+        AssignmentReconciler { store, clock, keys, controller, links, claims, interval, running: Mutex::default() }
     }
 
     /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
@@ -393,7 +397,7 @@ impl AssignmentReconciler {
     /// planned without signing first; the locked transaction runs only when there is work.
     async fn reconcile(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let facts = self.store.assignment_facts(cluster_id).await?;
-        if planned_changes(&facts, &self.controller).is_empty() {
+        if planned_claims(&facts, &self.controller).is_empty() && planned_changes(&facts, &self.controller).is_empty() {
             return Ok(BTreeSet::new());
         }
         self.reconcile_locked(cluster_id).await
@@ -404,20 +408,29 @@ impl AssignmentReconciler {
     async fn reconcile_locked(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let mut locked = self.store.lock_assignments(cluster_id).await?;
         let facts = locked.facts();
-        // An unknown cluster has nothing to issue.
-        let changes = match facts.cluster {
-            Some(_) => plan_assignments(facts, &self.controller, &self.keys.signing),
-            None => Vec::new(),
+        let issued_at = self.clock.now_ms();
+        // An unknown cluster has nothing to issue. Claims are planned first: the assignments
+        // seal the claims as they are once these are written.
+        let (claims, changes) = match facts.cluster {
+            Some(_) => {
+                let claims = plan_claims(facts, &self.controller, &self.keys.signing);
+                let facts = with_issued_claims(facts, &claims, issued_at);
+                let changes = plan_assignments(&facts, &self.controller, &self.keys.signing);
+                (claims, changes)
+            }
+            None => (Vec::new(), Vec::new()),
         };
-        if changes.is_empty() {
+        if claims.is_empty() && changes.is_empty() {
             locked.rollback().await?;
             return Ok(BTreeSet::new());
         }
         let nodes = touched_nodes(facts, &changes);
+        locked.apply_claims(&claims, issued_at).await?;
         locked.apply(&changes).await?;
         super::network::leases_follow_assignments(&mut *locked.leases()).await?;
         locked.commit().await?;
-        tracing::info!(cluster = %cluster_id, changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
+        self.claims.issued(cluster_id, &claims);
+        tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)
     }
 

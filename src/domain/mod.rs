@@ -19,6 +19,7 @@ pub mod retention;
 pub mod secrets;
 pub mod service_status;
 pub mod sessions;
+pub mod storage_claims;
 
 use crate::contract::designation::ClusterRuntimeReference;
 use crate::contract::session::{ControllerKind, ControllerReference};
@@ -152,6 +153,18 @@ pub struct ControllerSettings {
     pub assignment_reconcile_interval_ms: u64,
     /// How long registrations and superseded relay connections are kept (`retention`).
     pub retention: retention::RetentionSettings,
+    /// The first delay before a claim push is retried (after a protocol fault, a missing answer
+    /// or `import-required`); it doubles with every retry of one generation.
+    pub storage_claim_retry_ms: u64,
+    /// The longest delay between two pushes of one claim generation.
+    pub storage_claim_retry_max_ms: u64,
+    /// How long a claim push waits for the node's answer.
+    pub storage_claim_push_timeout_ms: u64,
+    /// The most claim pushes in flight at once, over all nodes.
+    pub storage_claim_push_concurrency: usize,
+    /// How often a connected node's claims are read again without a wake (claims another
+    /// controller process issued).
+    pub storage_claim_sweep_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -163,6 +176,11 @@ impl Default for ControllerSettings {
             registration_retry_after: registration::RetryAfterTable::default(),
             assignment_reconcile_interval_ms: 100,
             retention: retention::RetentionSettings::default(),
+            storage_claim_retry_ms: 1_000,
+            storage_claim_retry_max_ms: 60_000,
+            storage_claim_push_timeout_ms: 10_000,
+            storage_claim_push_concurrency: 64,
+            storage_claim_sweep_ms: 30_000,
         }
     }
 }
@@ -189,6 +207,8 @@ pub struct Controller {
     registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
     /// Reconciles assignments, also in the background (`assignments`).
     reconciler: Arc<assignments::AssignmentReconciler>,
+    /// Pushes runtime local storage claims to the nodes of this process (`storage_claims`).
+    claims: Arc<storage_claims::ClaimPusher>,
 }
 
 impl Controller {
@@ -207,14 +227,29 @@ impl Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
         let links: Arc<sessions::NodeLinks> = Arc::default();
         let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
+        let milliseconds = std::time::Duration::from_millis;
+        let claims = Arc::new(storage_claims::ClaimPusher::new(
+            store.clone(),
+            clock.clone(),
+            links.clone(),
+            storage_claims::ClaimPushSettings {
+                retry_initial: milliseconds(settings.storage_claim_retry_ms),
+                retry_max: milliseconds(settings.storage_claim_retry_max_ms),
+                timeout: milliseconds(settings.storage_claim_push_timeout_ms),
+                concurrency: settings.storage_claim_push_concurrency,
+                sweep: milliseconds(settings.storage_claim_sweep_ms),
+            },
+        ));
         let reconciler = Arc::new(assignments::AssignmentReconciler::new(
             store.clone(),
             clock.clone(),
             keys.clone(),
             issuer,
             links.clone(),
-            std::time::Duration::from_millis(settings.assignment_reconcile_interval_ms),
+            claims.clone(),
+            milliseconds(settings.assignment_reconcile_interval_ms),
         ));
+        claims.set_reconciler(Arc::downgrade(&reconciler));
         Controller {
             store,
             keys,
@@ -224,6 +259,7 @@ impl Controller {
             route_tables: relays::RouteTableWatch::default(),
             links,
             reconciler,
+            claims,
             draining: AtomicBool::new(false),
             registration_commit_gate: RwLock::new(None),
         }

@@ -15,7 +15,9 @@
 //! that does not exist), `network-workload-pool-missing` / `-exhausted` (the cluster has an
 //! address plan and the organization's workload pool is missing or cannot hold a lease per
 //! replica beside other services' leases: `domain::network::judge_lease_refusal`), the four
-//! volume refusals, then `bindings-pending` (the designated
+//! volume refusals, then `conflict` (a declared volume whose claim is `uncertain` on its node,
+//! unreadable, or being purged), `storage-import-pending` (an `import` volume its node has not
+//! answered `ready` for; `domain::storage_claims`) and `bindings-pending` (the designated
 //! ingress of a cluster without `relayOrigin`). A spec that passes is `converged` when every
 //! assignment it calls for is running (its head carries what the spec calls for, is in its node's
 //! set, and its latest state is `ready` under the node's current session), else `converging`.
@@ -26,6 +28,7 @@
 
 use super::assignments::{AssignmentState, desired_assignments, same_content};
 use super::network::{judge_lease_refusal, leases_held_by_other_services};
+use super::storage_claims;
 use super::{Controller, DomainError, MissingKind};
 use crate::contract::assignment::{
     MAXIMUM_ENVIRONMENT_ENTRIES, MAXIMUM_ENVIRONMENT_NAME_BYTES, MAXIMUM_ENVIRONMENT_TOTAL_BYTES,
@@ -60,7 +63,7 @@ pub const REFUSALS: &[Refusal] = &[
 ];
 
 /// The waiting reasons this controller produces, in the order [`blocking_verdict`] checks them.
-pub const WAITING: &[Waiting] = &[Waiting::BindingsPending];
+pub const WAITING: &[Waiting] = &[Waiting::Conflict, Waiting::StorageImportPending, Waiting::BindingsPending];
 
 /// The one node-local volume driver (`06-storage-claims.md`).
 const LOCAL_DRIVER: &str = "local";
@@ -126,17 +129,32 @@ fn environment_too_large(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> 
         || body.environment.iter().any(|entry| entry.name.len() > MAXIMUM_ENVIRONMENT_NAME_BYTES)
 }
 
+/// True when the spec waits for `reason`.
+fn waits(reason: Waiting, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> bool {
+    match reason {
+        Waiting::Conflict | Waiting::StorageImportPending => storage_claims::storage_waits(reason, spec, facts),
+        Waiting::BindingsPending => {
+            let relay_origin_missing =
+                facts.cluster.as_ref().is_some_and(|cluster| cluster.cluster.relay_origin.is_none());
+            is_designated_ingress(spec, facts) && relay_origin_missing
+        }
+        _ => false,
+    }
+}
+
+/// The first refusal in table order the spec trips, if any: a refused spec gets neither
+/// assignments nor claims.
+pub fn refusal_of(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> Option<Refusal> {
+    REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts))
+}
+
 /// The verdict that keeps the spec from running (`refused` or `waiting`, the first reason in
 /// table order), or `None` when assignments can be issued for it.
 pub fn blocking_verdict(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> Option<Verdict> {
-    if let Some(refusal) = REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts)) {
+    if let Some(refusal) = refusal_of(spec, facts) {
         return Some(Verdict::Refused(refusal));
     }
-    let relay_origin_missing = facts.cluster.as_ref().is_some_and(|cluster| cluster.cluster.relay_origin.is_none());
-    if is_designated_ingress(spec, facts) && relay_origin_missing {
-        return Some(Verdict::Waiting(Waiting::BindingsPending));
-    }
-    None
+    WAITING.iter().copied().find(|reason| waits(*reason, spec, facts)).map(Verdict::Waiting)
 }
 
 /// The verdict on every current spec of the cluster, by service id.

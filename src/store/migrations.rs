@@ -78,6 +78,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         sqlite: include_str!("../../migrations/sqlite/0008_service_runtime_status.sql"),
     },
     EmbeddedMigration {
+        version: 9,
+        description: "runtime local storage claims",
+        postgres: include_str!("../../migrations/postgres/0009_runtime_local_storage_claims.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0009_runtime_local_storage_claims.sql"),
+    },
+    EmbeddedMigration {
         version: 10,
         description: "retention",
         postgres: include_str!("../../migrations/postgres/0010_retention.sql"),

@@ -1,8 +1,8 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
-//! [`ServiceStatusStore`], [`RetentionStore`], [`KeyRecordStore`], [`NetworkStore`]) joined in
-//! [`Store`], implemented once by [`SqlStore`] for PostgreSQL (production) and an embedded SQLite
-//! (one box).
+//! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
+//! [`NetworkStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
@@ -36,6 +36,7 @@ pub mod service_status;
 pub mod sessions;
 mod sql;
 mod sqlite;
+pub mod storage_claims;
 
 pub use designations::{
     DesignationSnapshot, DesignationStore, DesignationWrite, LockedDesignation, RecordedMutation, SealedSecret,
@@ -51,6 +52,7 @@ pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
+pub use storage_claims::StorageClaimStore;
 
 /// Why the store could not answer. The detail is for the log, never for a caller.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +101,8 @@ pub enum MissingKind {
     Service,
     /// `what: "node"`.
     Node,
+    /// `what: "storage-claim"`.
+    StorageClaim,
 }
 
 impl MissingKind {
@@ -109,6 +113,7 @@ impl MissingKind {
             MissingKind::Cluster => "cluster",
             MissingKind::Service => "service",
             MissingKind::Node => "node",
+            MissingKind::StorageClaim => "storage-claim",
         }
     }
 }
@@ -124,6 +129,7 @@ pub trait Store:
     + RegistrationStore
     + ServiceStatusStore
     + RetentionStore
+    + StorageClaimStore
     + KeyRecordStore
     + NetworkStore
     + Send

@@ -19,13 +19,15 @@ use super::relays::{IngressRoute, RelayConnectionState, StoredRelayConnection, S
 use super::service_status::{HeadState, RecordedStatus};
 use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
 use super::sql::Row;
+use super::storage_claims::{ClaimAnswer, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim, UnreadableClaim};
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
-use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol, Sha256Digest};
+use crate::contract::storage_claim::{RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim};
+use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Protocol, Sha256Digest};
 
 impl Row {
     /// A `TEXT` column holding an [`Id`].
@@ -229,11 +231,21 @@ pub(crate) fn session(cluster_id: &Id, node_id: &NodeId, row: &Row) -> Result<Ru
 /// A signed assignment generation: `record` (the payload, read through the contract's snapshot
 /// with its digest checked) and `signature` (the signature block).
 pub(crate) fn signed_assignment(row: &Row) -> Result<Signed<RuntimeAssignment>, StoreError> {
-    let corrupt = |what: &str| StoreError::Corrupt(format!("stored runtime assignment {what}"));
+    signed_record(row, "runtime assignment", |value| snapshot_runtime_assignment(value).ok())
+}
+
+/// A signed record of kind `T`: `record` (the payload, read through `snapshot` with its digest
+/// checked) and `signature` (the signature block).
+fn signed_record<T: DigestedRecord>(
+    row: &Row,
+    kind: &str,
+    snapshot: impl FnOnce(&serde_json::Value) -> Option<T>,
+) -> Result<Signed<T>, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("stored {kind} {what}"));
     let value = crate::contract::json::parse_record_text(&row.text("record")?)
         .map_err(|_| corrupt("breaks the raw-text rules"))?;
-    let payload = snapshot_runtime_assignment(&value).map_err(|_| corrupt("does not read back"))?;
-    if payload.compute_digest() != payload.digest {
+    let payload = snapshot(&value).ok_or_else(|| corrupt("does not read back"))?;
+    if payload.compute_digest() != *payload.stated_digest() {
         return Err(corrupt("digest does not match"));
     }
     let block: serde_json::Value =
@@ -418,4 +430,80 @@ pub(crate) fn applied_migration(row: &Row) -> Result<AppliedMigration, StoreErro
 /// An integer column holding a counter, such as a revision or the highest epoch so far.
 pub(crate) fn counter(row: &Row, column: &str, what: &str) -> Result<u64, StoreError> {
     row.counter(column, what)
+}
+
+/// A claim generation: [`signed_record`]'s columns, `issued_at`, the answer columns
+/// (`answer_status`, `node_state`, `answered_session_id`, `answered_session_generation`,
+/// `answered_at`), `fault_count`, `last_fault`, `last_fault_at`, `resolution`, `resolved_at`.
+pub(crate) fn stored_claim(row: &Row) -> Result<StoredClaim, StoreError> {
+    let signed: Signed<RuntimeLocalStorageClaim> =
+        signed_record(row, "runtime local storage claim", |value| snapshot_runtime_local_storage_claim(value).ok())?;
+    let time =
+        |column: &str, what: &str| row.optional_integer(column)?.map(|value| counter_from_sql(value, what)).transpose();
+    let last_fault = match (row.optional_text("last_fault")?, time("last_fault_at", "fault time")?) {
+        (Some(fault), Some(at)) => Some(ClaimFault { fault, at }),
+        _ => None,
+    };
+    let resolution = match (row.optional_text("resolution")?, time("resolved_at", "resolution time")?) {
+        (Some(decision), Some(at)) => Some(ClaimResolution { decision, at }),
+        _ => None,
+    };
+    Ok(StoredClaim {
+        signed,
+        issued_at: row.counter("issued_at", "claim issue time")?,
+        answer: claim_answer(row)?,
+        fault_count: row.counter("fault_count", "claim fault count")?,
+        last_fault,
+        resolution,
+    })
+}
+
+/// The answer columns of a claim generation, `None` when it has no answer.
+fn claim_answer(row: &Row) -> Result<Option<ClaimAnswer>, StoreError> {
+    let (Some(status), Some(state)) = (row.optional_text("answer_status")?, row.optional_text("node_state")?) else {
+        return Ok(None);
+    };
+    Ok(Some(ClaimAnswer {
+        status,
+        state,
+        session_id: row.id("answered_session_id", "answer session id")?,
+        session_generation: row.counter("answered_session_generation", "answer session generation")?,
+        answered_at: row.counter("answered_at", "answer time")?,
+    }))
+}
+
+/// A head claim generation: [`stored_claim`]'s columns, or, when the record does not read back,
+/// what the head's own columns say of it (`claim_id`, `head_generation`, `digest`, `node_id`,
+/// `service_id`, `volume_id`), so that one unreadable record affects only itself.
+pub(crate) fn claim_head(row: &Row) -> Result<Result<StoredClaim, UnreadableClaim>, StoreError> {
+    let problem = match stored_claim(row) {
+        Ok(stored) => return Ok(Ok(stored)),
+        Err(StoreError::Corrupt(problem)) => problem,
+        Err(error) => return Err(error),
+    };
+    Ok(Err(UnreadableClaim {
+        reference: AuthorityReference {
+            id: row.id("claim_id", "claim id")?,
+            generation: row.counter("head_generation", "claim generation")?,
+            digest: row.digest("digest", "claim digest")?,
+        },
+        node_id: row.node_id("node_id", "claim node id")?,
+        service_id: row.id("service_id", "claim service id")?,
+        volume_id: row.id("volume_id", "claim volume id")?,
+        problem,
+    }))
+}
+
+/// The latest answered generation of a claim: `claim_id`, `generation` and the answer columns.
+pub(crate) fn last_claim_answer(row: &Row) -> Result<LastClaimAnswer, StoreError> {
+    Ok(LastClaimAnswer {
+        claim_id: row.id("claim_id", "claim id")?,
+        generation: row.counter("generation", "claim generation")?,
+        answer: claim_answer(row)?.ok_or_else(|| StoreError::Corrupt("a listed claim answer is NULL".into()))?,
+    })
+}
+
+/// The cluster of a claim: `cluster_id`.
+pub(crate) fn claim_cluster(row: &Row) -> Result<Id, StoreError> {
+    row.id("cluster_id", "claim cluster id")
 }

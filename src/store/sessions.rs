@@ -23,6 +23,7 @@ use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::network::{LeaseWriter, TransactionLeases};
 use super::sql::{HoldsConnection, Statement, Transaction};
+use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -108,6 +109,8 @@ pub struct AssignmentFacts {
     pub plan: Option<RuntimeNetworkAddressPlan>,
     /// The cluster's live leases, sorted by id.
     pub leases: Vec<RuntimeNetworkLease>,
+    /// The head generation of every runtime local storage claim of the cluster, sorted by id.
+    pub claims: ClaimHeads,
 }
 
 /// One change a reconcile writes.
@@ -217,6 +220,9 @@ pub trait LockedAssignments: Send {
     /// The leases of the locked cluster in the same transaction, so leases follow the applied
     /// changes atomically.
     fn leases(&mut self) -> Box<dyn LeaseWriter + '_>;
+    /// Writes new claim generations (issued at `issued_at`) with guarded statements, checked
+    /// against the claim heads of [`LockedAssignments::facts`] like [`LockedAssignments::apply`].
+    async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError>;
 
     /// Commits the changes.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -273,7 +279,8 @@ async fn read_facts(
     )?;
     let plan = super::network::current_plan(on, cluster_id).await?.map(|stored| stored.plan);
     let leases = super::network::live_leases_on(on, cluster_id).await?;
-    Ok(AssignmentFacts { cluster, nodes, services, designation, heads, plan, leases })
+    let claims = claim_heads_on(on, backend, cluster_id).await?;
+    Ok(AssignmentFacts { cluster, nodes, services, designation, heads, plan, leases, claims })
 }
 
 /// The signature block of a signed assignment as stored text.
@@ -434,6 +441,10 @@ impl LockedAssignments for LockedSqlAssignments {
 
     fn leases(&mut self) -> Box<dyn LeaseWriter + '_> {
         Box::new(TransactionLeases::new(&mut self.transaction, &self.cluster_id))
+    }
+
+    async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError> {
+        apply_claim_changes_on(&mut self.transaction, &self.cluster_id, &self.facts.claims, changes, issued_at).await
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {

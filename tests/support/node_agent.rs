@@ -1,12 +1,13 @@
 //! A real WebSocket node agent for tests: connects to `ws://…/typedsocket`, sends requests with
 //! correlation ids and awaits their answers, answers the controller's requests
-//! (`pushRuntimeChanged` with `{}`, anything else `unknown-method`) and keeps every request the
-//! controller sent, and notices when the controller closes the socket.
+//! (`pushRuntimeChanged` with `{}`, `applyRuntimeLocalStorageClaim` as its [`NodeVolumes`] say,
+//! anything else `unknown-method`) and keeps every request the controller sent, and notices when
+//! the controller closes the socket.
 
 use super::service::TestService;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +32,101 @@ impl AgentError {
     }
 }
 
+/// What the test node does with one `applyRuntimeLocalStorageClaim` push.
+pub enum ClaimReply {
+    /// Answers as an honest node would ([`NodeVolumes`]).
+    Honest,
+    /// Takes the claim as an honest node would, but answers the response this builds from the
+    /// pushed claim instead.
+    Respond(fn(&Value) -> Value),
+    /// Answers an error.
+    Error,
+    /// Takes the claim as an honest node would and never answers.
+    Silent,
+}
+
+/// What a test node holds on its disk: the claims it took (surviving its sockets, so a new
+/// agent with the same volumes answers `replay`), the imports that finished, and the replies it
+/// is scripted to give before it answers honestly again.
+#[derive(Default)]
+pub struct NodeVolumes {
+    /// Claim id → (generation, digest, state) of the generation held.
+    held: Mutex<BTreeMap<String, (u64, String, String)>>,
+    imported: Mutex<BTreeSet<String>>,
+    script: Mutex<VecDeque<ClaimReply>>,
+    received: Mutex<Vec<Value>>,
+}
+
+impl NodeVolumes {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// The next pushes get these replies, in order; then honest ones.
+    pub fn script(&self, replies: impl IntoIterator<Item = ClaimReply>) {
+        self.script.lock().unwrap().extend(replies);
+    }
+
+    /// The import of the claim's bytes finished: the next push of it answers `ready`.
+    pub fn import_done(&self, claim_id: &str) {
+        self.imported.lock().unwrap().insert(claim_id.to_owned());
+    }
+
+    /// Every `applyRuntimeLocalStorageClaim` request received, in order.
+    pub fn received(&self) -> Vec<Value> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Takes the pushed claim as an honest node would and answers the honest response: a
+    /// newer held generation is `historical`; the held generation again is `replay`; anything
+    /// else is `accepted` (a purge `purged`, an import not yet done `import-required`, else
+    /// `ready`).
+    fn take(&self, claim: &Value) -> Value {
+        let id = claim["id"].as_str().unwrap_or("").to_owned();
+        let generation = claim["generation"].as_u64().unwrap_or(0);
+        let digest = claim["digest"].as_str().unwrap_or("").to_owned();
+        let state = if claim["lifecycle"] == "purge" {
+            "purged"
+        } else if claim["initialization"] == "import" && !self.imported.lock().unwrap().contains(&id) {
+            "import-required"
+        } else {
+            "ready"
+        };
+        let mut held = self.held.lock().unwrap();
+        let status = match held.get(&id) {
+            Some((held_generation, held_digest, held_state)) if *held_generation > generation => {
+                return json!({ "status": "historical", "state": held_state,
+                               "claim": { "id": id, "generation": held_generation, "digest": held_digest } });
+            }
+            Some((held_generation, held_digest, _)) if *held_generation == generation && *held_digest == digest => {
+                "replay"
+            }
+            _ => "accepted",
+        };
+        held.insert(id.clone(), (generation, digest.clone(), state.to_owned()));
+        json!({ "status": status, "state": state, "claim": { "id": id, "generation": generation, "digest": digest } })
+    }
+
+    /// The answer to one push: `Ok(response)`, `Err(())` for an error, `None` for none.
+    fn reply(&self, request: &Value) -> Option<Result<Value, ()>> {
+        self.received.lock().unwrap().push(request.clone());
+        let claim = &request["claim"];
+        let reply = self.script.lock().unwrap().pop_front().unwrap_or(ClaimReply::Honest);
+        match reply {
+            ClaimReply::Honest => Some(Ok(self.take(claim))),
+            ClaimReply::Respond(build) => {
+                self.take(claim);
+                Some(Ok(build(claim)))
+            }
+            ClaimReply::Error => Some(Err(())),
+            ClaimReply::Silent => {
+                self.take(claim);
+                None
+            }
+        }
+    }
+}
+
 /// One connected node agent.
 pub struct NodeAgent {
     outgoing: mpsc::UnboundedSender<Message>,
@@ -46,8 +142,18 @@ impl NodeAgent {
         Self::connect_to(&service.base_url).await
     }
 
+    /// Connects to the service's `/typedsocket` as a node holding `volumes`.
+    pub async fn connect_with(service: &TestService, volumes: Arc<NodeVolumes>) -> NodeAgent {
+        Self::connect_holding(&service.base_url, volumes).await
+    }
+
     /// Connects to `/typedsocket` of the controller at `base_url` (`http://host:port`).
     pub async fn connect_to(base_url: &str) -> NodeAgent {
+        Self::connect_holding(base_url, NodeVolumes::new()).await
+    }
+
+    /// Connects to `/typedsocket` of the controller at `base_url` as a node holding `volumes`.
+    pub async fn connect_holding(base_url: &str, volumes: Arc<NodeVolumes>) -> NodeAgent {
         let url = format!("{}/typedsocket", base_url.replacen("http://", "ws://", 1));
         let (socket, _) = tokio_tungstenite::connect_async(url).await.expect("connect the node agent");
         let (mut sink, mut stream) = socket.split();
@@ -83,6 +189,19 @@ impl NodeAgent {
                             });
                             if envelope["method"] == "pushRuntimeChanged" {
                                 answer["response"] = json!({});
+                            } else if envelope["method"] == "applyRuntimeLocalStorageClaim" {
+                                match volumes.reply(&envelope["request"]) {
+                                    Some(Ok(response)) => answer["response"] = response,
+                                    Some(Err(())) => {
+                                        answer["response"] = Value::Null;
+                                        answer["error"] =
+                                            json!({ "text": "refused", "data": { "code": "claim-refused" } });
+                                    }
+                                    None => {
+                                        let _ = pushes_tx.send(envelope);
+                                        continue;
+                                    }
+                                }
                             } else {
                                 answer["response"] = Value::Null;
                                 answer["error"] = json!({ "text": "unknown", "data": { "code": "unknown-method" } });
