@@ -1400,6 +1400,8 @@ async fn network_plans_and_leases_keep_their_rules(context: Context) {
         .execute("UPDATE runtime_network_address_plans SET digest = record, record = '{\"clusterId\":1}'")
         .await;
     assert!(matches!(store.network_plan(&cluster).await, Err(StoreError::Corrupt(_))));
+}
+
 /// Generation `generation` of the claim of volume `data` of `ingress` on node-1, linking
 /// `previous`, digested and signed.
 fn claim(generation: u64, previous: Option<AuthorityReference>, lifecycle: LocalStorageLifecycle) -> ClaimChange {
