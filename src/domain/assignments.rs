@@ -485,7 +485,6 @@ impl AssignmentReconciler {
                 // Best effort: the next change or the next node ask repairs it.
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
-            self.refresh_statuses(&cluster_id).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;

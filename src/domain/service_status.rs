@@ -22,9 +22,10 @@
 //! assignment it calls for is running (its head carries what the spec calls for, is in its node's
 //! set, and its latest state is `ready` under the node's current session), else `converging`.
 //!
-//! **`changedAt` is the time the verdict changed.** Verdicts are recomputed after every
-//! reconcile, state report and session open of the cluster (best effort), and on every read, and
-//! recorded only where they differ (`store::service_status`).
+//! **`changedAt` is the time the verdict changed.** Verdicts are recomputed after every reconcile
+//! in a writer's or node's task, state report and session open of the cluster (best effort; not
+//! after the background reconcile of a designation), and on every read, and recorded only where
+//! they differ (`store::service_status`).
 
 use super::assignments::{AssignmentState, desired_assignments, same_content};
 use super::network::{judge_lease_refusal, leases_held_by_other_services};
