@@ -27,7 +27,7 @@
 //! after the background reconcile of a designation), and on every read, and recorded only where
 //! they differ (`store::service_status`).
 
-use super::assignments::{AssignmentState, desired_assignments, same_content};
+use super::assignments::{desired_assignments, is_ready_under, same_content};
 use super::network::{judge_lease_refusal, leases_held_by_other_services};
 use super::storage_claims;
 use super::{Controller, DomainError, MissingKind};
@@ -177,11 +177,9 @@ pub fn judge_services(
             .find(|state| state.assignment_id == payload.id && state.generation == payload.generation);
         head.active
             && same_content(payload, draft)
-            && reported.zip(session_of(&payload.node_id)).is_some_and(|(reported, session)| {
-                AssignmentState::parse(&reported.state) == Some(AssignmentState::Ready)
-                    && reported.session_id == session.id
-                    && reported.session_generation == session.generation
-            })
+            && reported
+                .zip(session_of(&payload.node_id))
+                .is_some_and(|(reported, session)| is_ready_under(&reported.reported, session))
     };
     facts
         .services

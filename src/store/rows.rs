@@ -285,15 +285,14 @@ pub(crate) fn assignment_head(row: &Row) -> Result<Result<StoredAssignment, Unre
     }))
 }
 
-/// The reported state of a head generation: `assignment_id`, `generation`, `state`,
-/// `session_id`, `session_generation`.
+/// The reported state of a head generation: `assignment_id`, `generation` and
+/// [`reported_state`]'s columns.
 pub(crate) fn head_state(row: &Row) -> Result<HeadState, StoreError> {
     Ok(HeadState {
         assignment_id: row.id("assignment_id", "assignment id")?,
         generation: row.counter("generation", "assignment generation")?,
-        state: row.text("state")?,
-        session_id: row.id("session_id", "state session id")?,
-        session_generation: row.counter("session_generation", "session generation")?,
+        reported: reported_state(row)?
+            .ok_or_else(|| StoreError::Corrupt("a reported state without its state".into()))?,
     })
 }
 

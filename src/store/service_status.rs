@@ -10,6 +10,7 @@
 //! the next recomputation (every read recomputes) settles on the current one.
 
 use super::codec::counter_to_sql;
+use super::sessions::ReportedState;
 use super::sql::{HoldsConnection, Statement};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::session::RuntimeSessionReference;
@@ -23,12 +24,8 @@ pub struct HeadState {
     pub assignment_id: Id,
     /// Its head generation.
     pub generation: u64,
-    /// The state, as the domain recorded it.
-    pub state: String,
-    /// The id of the session that reported it.
-    pub session_id: Id,
-    /// That session's generation.
-    pub session_generation: u64,
+    /// What the node reported for it.
+    pub reported: ReportedState,
 }
 
 /// One service's recorded verdict, in the stored spelling (`domain::service_status` reads it).
@@ -95,7 +92,7 @@ impl ServiceStatusStore for SqlStore {
         let bytewise = self.pool.backend().bytewise();
         let mut connection = self.pool.connection().await?;
         let head_states = Statement::composed(format!(
-            "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation \
+            "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation, s.reported_at \
              FROM runtime_assignment_heads h \
              JOIN runtime_assignment_states s \
                ON s.cluster_id = h.cluster_id AND s.assignment_id = h.assignment_id AND s.generation = h.generation \
