@@ -3,13 +3,15 @@
 //! the node methods `getRuntimeAssignments`, `resolveRuntimeSecretBindings` and
 //! `reportRuntimeAssignmentState`, and [`Controller::running_assignments`].
 //!
-//! **Issuing.** For every current service spec, replica *i* runs on `placement.nodeIds[i mod n]`
-//! (replicas whose node does not exist are skipped) with that node's runtime namespace. The
-//! assignment id is stable per (cluster, service, replica index); a new generation (linking the
+//! **Issuing.** For every current service spec the status judge lets run
+//! (`service_status::blocking_verdict`: a placement node that does not exist refuses the whole
+//! spec, `no-eligible-node`), replica *i* runs on `placement.nodeIds[i mod n]` with that node's
+//! runtime namespace. The assignment id is stable per (cluster, service, replica index); a new generation (linking the
 //! previous one) is issued only when what it carries changes. The designated ingress service's
 //! assignments also carry the three ingress names, the bearer as a secret binding to the
 //! designation's `credential.secretVersion`; a designated ingress of a cluster without
-//! `relayOrigin` gets no assignment. Every generation is signed and kept.
+//! `relayOrigin` gets no assignment (`waiting`/`bindings-pending`). Every generation is signed
+//! and kept.
 //!
 //! **When.** A reconcile runs when a node asks for its assignments and after every write that
 //! can change them: in the writer's task after `putCluster`, `putClusterNode`,
