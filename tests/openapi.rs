@@ -446,6 +446,7 @@ fn missing_kinds() -> Vec<MissingKind> {
         MissingKind::Service,
         MissingKind::Node,
         MissingKind::StorageClaim,
+        MissingKind::Projection,
     ];
     for kind in &all {
         match kind {
@@ -453,7 +454,8 @@ fn missing_kinds() -> Vec<MissingKind> {
             | MissingKind::Cluster
             | MissingKind::Service
             | MissingKind::Node
-            | MissingKind::StorageClaim => {}
+            | MissingKind::StorageClaim
+            | MissingKind::Projection => {}
         }
     }
     all
@@ -648,8 +650,11 @@ async fn every_error_code_the_code_can_answer_is_documented_and_nothing_else() {
 /// The members of records (not method requests) that the code leaves out rather than answering
 /// `null`: a recorded registration's `capabilities` is absent when the ingress sent none
 /// (`api::answers`). The scripted flow sees both shapes.
-const OPTIONAL_RECORD_MEMBERS: &[(&str, &str)] =
-    &[("#/components/schemas/IClusterIngressRegistrationRecord", "capabilities")];
+const OPTIONAL_RECORD_MEMBERS: &[(&str, &str)] = &[
+    ("#/components/schemas/IClusterIngressRegistrationRecord", "capabilities"),
+    ("#/components/schemas/IRuntimeNetworkProjection", "workloadIngress"),
+    ("#/components/schemas/IRuntimeNetworkProjection", "hostPlatformEndpointIds"),
+];
 
 #[test]
 fn the_document_is_an_openapi_3_1_document_the_checker_understands() {
@@ -1603,14 +1608,15 @@ async fn every_method_answers_in_the_documented_shapes() {
     assert_eq!(put["table"]["routes"].as_array().map(Vec::len), Some(1));
     let route = json!({ "hostname": "quic.example.net", "serviceId": "ingress", "protocol": "udp", "port": 443 });
     flow.ok("putClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "route": route })).await;
-    flow.ok("getClusterIngressRoutes", Some(&operator), json!({ "clusterId": "c1" })).await;
+    let routes = flow.ok("getClusterIngressRoutes", Some(&operator), json!({ "clusterId": "c1" })).await;
     let first = first_token.as_str();
     // The table's revision differs from `knownRevision: null`, so the long poll answers at once.
     let table = flow
         .relay("getClusterIngressRouteTable", first, json!({ "knownRevision": null }))
         .await
         .unwrap_or_else(|data| panic!("getClusterIngressRouteTable: {data}"));
-    assert_eq!(table["table"]["revision"], json!(2));
+    assert!(table["table"]["revision"].as_u64() >= Some(2), "two route writes (and backends as grants appear)");
+    assert_eq!(table["table"], routes["table"]);
     flow.relay("heartbeatClusterRelay", first, json!({})).await.unwrap_or_else(|data| panic!("heartbeat: {data}"));
     flow.ok("deleteClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "hostname": "quic.example.net" }))
         .await;
@@ -1751,6 +1757,38 @@ async fn every_method_answers_in_the_documented_shapes() {
         .to_owned();
     let ready = json!({ "session": session, "assignment": assignment, "state": "ready" });
     flow.node_ok("reportRuntimeAssignmentState", ready).await;
+    // The node's signed projection: fetched, reported applied, then current (`null` for a known
+    // reference); an administrator reads it with its application; an unknown generation is
+    // `not-found`.
+    let fetched = flow.node_ok("getRuntimeNetworkProjection", json!({ "session": session, "known": null })).await;
+    let projection = fetched["projection"]["payload"].clone();
+    assert_eq!(projection["nodeId"], json!("node-1"), "{fetched}");
+    let applied = reference_of(&projection);
+    let report = json!({ "session": session, "applied": applied });
+    assert_eq!(flow.node_ok("reportRuntimeNetworkProjectionApplied", report).await, json!({ "recorded": true }));
+    // Background reconciles of earlier writes may still issue newer generations; once the node
+    // knows the current one, the answer is `null`.
+    let mut known = applied.clone();
+    let mut answered_null = false;
+    for _ in 0..50 {
+        let asked = json!({ "session": session, "known": known });
+        let answer = flow.node_ok("getRuntimeNetworkProjection", asked).await;
+        if answer == json!({ "projection": null }) {
+            answered_null = true;
+            break;
+        }
+        known = reference_of(&answer["projection"]["payload"]);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(answered_null, "a known current projection is answered with null");
+    let for_node = json!({ "clusterId": "c1", "nodeId": "node-1" });
+    let for_node = flow.ok("getRuntimeNetworkProjectionForNode", Some(&viewer), for_node).await;
+    assert_eq!(for_node["applied"], applied);
+    let mut unknown = applied.clone();
+    unknown["generation"] = json!(9);
+    let unknown = json!({ "session": session, "applied": unknown });
+    let missing = flow.node("reportRuntimeNetworkProjectionApplied", unknown).await.expect_err("an unknown generation");
+    assert_eq!(missing["what"], json!("projection"));
 
     let elected = second_token.as_str();
     let table = flow.ok("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "c1" })).await["table"].clone();

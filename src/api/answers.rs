@@ -10,6 +10,7 @@ use crate::contract::DigestedRecord;
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::network::RuntimeNetworkProjection;
 use crate::contract::registration::CLUSTER_INGRESS_PROTOCOL;
 use crate::contract::service_status::ServiceRuntimeStatus;
 use crate::contract::session::RuntimeSessionReference;
@@ -17,6 +18,7 @@ use crate::contract::signing::{Signed, encode_public_key, key_id, signed_to_valu
 use crate::domain::ControllerSigningKey;
 use crate::domain::designation::{DesignationAnswer, DesignationPage};
 use crate::domain::inventory::{NodeListing, NodePut};
+use crate::domain::projections::NodeProjection;
 use crate::domain::registration::{RegistrationAccepted, RegistrationPage};
 use crate::domain::relays::{RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
 use crate::domain::secrets::Bearer;
@@ -233,8 +235,8 @@ pub fn relay_heartbeat(answer: &RelayHeartbeatAnswer) -> Value {
     json!({ "connection": connection_json(&answer.connection), "leaseMs": answer.lease_ms })
 }
 
-/// `{ table }`: `IClusterIngressRouteTable` or `null`. Routes are sorted by hostname; `backends`
-/// is `[]` until projections exist.
+/// `{ table }`: `IClusterIngressRouteTable` or `null`. Routes are sorted by hostname, each
+/// route's backends by lease id.
 pub fn route_table(table: Option<&StoredRouteTable>) -> Value {
     let table = table.map(|table| {
         let routes: Vec<Value> = table
@@ -246,7 +248,11 @@ pub fn route_table(table: Option<&StoredRouteTable>) -> Value {
                     "serviceId": route.service_id,
                     "protocol": route.protocol.as_str(),
                     "port": route.port,
-                    "backends": [],
+                    "backends": table.backends.iter().filter(|backend| backend.hostname == route.hostname).map(|backend| json!({
+                        "leaseId": backend.lease_id,
+                        "address": backend.address,
+                        "port": backend.port,
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -288,6 +294,16 @@ pub fn secret_values(values: &[(String, Bearer)]) -> Value {
     let values: Vec<Value> =
         values.iter().map(|(name, value)| json!({ "name": name, "value": value.expose() })).collect();
     json!({ "values": values })
+}
+
+/// `{ projection: ISigned<IRuntimeNetworkProjection> | null }`.
+pub fn projection(projection: Option<&Signed<RuntimeNetworkProjection>>) -> Value {
+    json!({ "projection": projection.map(signed_to_value) })
+}
+
+/// `{ projection: ISigned<IRuntimeNetworkProjection> | null, applied: IRuntimeAuthorityReference | null }`.
+pub fn node_projection(answer: &NodeProjection) -> Value {
+    json!({ "projection": answer.projection.as_ref().map(signed_to_value), "applied": answer.applied })
 }
 
 /// `{ recorded: true }`.

@@ -227,6 +227,28 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "getRuntimeNetworkProjection",
+        principal: Principal::NodeSession(|controller, socket, request| {
+            Box::pin(async move {
+                let request = requests::get_runtime_network_projection(request)?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+                let known = request.rest()?;
+                Ok(answers::projection(controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref()))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "getRuntimeNetworkProjectionForNode",
+        principal: Principal::Administrator(Access::Read, |controller, _, request| {
+            Box::pin(async move {
+                let request = requests::get_runtime_network_projection_for_node(request)?;
+                Ok(answers::node_projection(&controller.get_runtime_network_projection_for_node(request).await?))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "getServiceRuntimeSpec",
         principal: Principal::Administrator(Access::Read, |controller, _, request| {
             Box::pin(async move {
@@ -413,6 +435,18 @@ pub static METHODS: &[Method] = &[
                 let request = requests::report_runtime_assignment_state(request)?;
                 let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
                 controller.report_runtime_assignment_state(&session, request.rest()?).await?;
+                Ok(answers::recorded())
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
+        name: "reportRuntimeNetworkProjectionApplied",
+        principal: Principal::NodeSession(|controller, socket, request| {
+            Box::pin(async move {
+                let request = requests::report_runtime_network_projection_applied(request)?;
+                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+                controller.report_runtime_network_projection_applied(&session, &request.rest()?).await?;
                 Ok(answers::recorded())
             })
         }),

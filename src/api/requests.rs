@@ -28,6 +28,7 @@ use crate::domain::inventory::{
     PutClusterNodeRequest, PutClusterRequest, PutOrganizationRequest, PutServiceRuntimeSpecRequest,
 };
 use crate::domain::network::PutRuntimeNetworkAddressPlanRequest;
+use crate::domain::projections::NodeProjectionRequest;
 use crate::domain::registration::{
     ListClusterIngressRegistrationsRequest, MAX_REGISTRATION_PAGE, RegisterClusterIngressRequest,
 };
@@ -480,4 +481,32 @@ pub fn report_runtime_assignment_state(
             .ok_or_else(|| invalid("request state must be starting, ready, failed or stopped"))?;
         Ok(ReportRuntimeAssignmentStateRequest { assignment, state })
     })
+}
+
+/// `getRuntimeNetworkProjection`: `{ session, known: IRuntimeAuthorityReference | null }`.
+pub fn get_runtime_network_projection(
+    request: &Request,
+) -> Result<SessionRequest<'_, Option<AuthorityReference>>, ApiError> {
+    session_request(request, &["session", "known"], |members| {
+        members.read(
+            "known",
+            |value| if value.is_null() { Ok(None) } else { AuthorityReference::read(value).map(Some) },
+            "an IRuntimeAuthorityReference or null",
+        )
+    })
+}
+
+/// `reportRuntimeNetworkProjectionApplied`: `{ session, applied }`.
+pub fn report_runtime_network_projection_applied(
+    request: &Request,
+) -> Result<SessionRequest<'_, AuthorityReference>, ApiError> {
+    session_request(request, &["session", "applied"], |members| {
+        members.read("applied", AuthorityReference::read, "an IRuntimeAuthorityReference")
+    })
+}
+
+/// `getRuntimeNetworkProjectionForNode`: `{ identity, clusterId, nodeId }`.
+pub fn get_runtime_network_projection_for_node(request: &Request) -> Result<NodeProjectionRequest, ApiError> {
+    let GetClusterNodeRequest { cluster_id, node_id } = get_cluster_node(request)?;
+    Ok(NodeProjectionRequest { cluster_id, node_id })
 }

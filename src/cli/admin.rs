@@ -10,6 +10,9 @@ use super::remembered::{DesignationKey, RememberedDesignations};
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
+use crate::contract::network::RuntimeNetworkProjection;
+use crate::contract::network::projection::admit_projection;
+use crate::contract::signing::{self, PublishedKey, decode_public_key};
 use crate::keys::ControllerKeys;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -406,6 +409,37 @@ fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
 
 /// `resolveRuntimeLocalStorageClaim` for the current generation of `claim`, read from the
 /// cluster's list.
+/// `network projection`: the node's projection payload and application, verified on request.
+async fn node_projection(session: &Session, cluster: &str, node: &str, verify: bool) -> Result<Value, Outcome> {
+    let answer =
+        session.call("getRuntimeNetworkProjectionForNode", json!({ "clusterId": cluster, "nodeId": node })).await?;
+    let signed = &answer["projection"];
+    let mut printed = json!({ "projection": signed.get("payload").cloned().unwrap_or(Value::Null), "applied": answer["applied"] });
+    if verify {
+        if signed.is_null() {
+            return Err(anyhow::anyhow!("node {node} of cluster {cluster} has no projection to verify").into());
+        }
+        let published = session.call("getControllerSigningKeys", json!({})).await?;
+        let keys: Vec<PublishedKey> = published["keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|key| key["publicKey"].as_str().and_then(decode_public_key))
+            .map(PublishedKey::new)
+            .collect();
+        let projection: RuntimeNetworkProjection = signing::verify(signed, &keys)
+            .map_err(|error| anyhow::anyhow!("the projection does not verify: {error}"))?;
+        if projection.generation == 1 {
+            admit_projection(None, &projection, None)
+                .map_err(|_| anyhow::anyhow!("the projection is not admitted as a first generation"))?;
+        } else {
+            projection.validate().map_err(|_| anyhow::anyhow!("the projection breaks its contract rules"))?;
+        }
+        printed["keyId"] = signed["signature"]["keyId"].clone();
+    }
+    Ok(printed)
+}
+
 async fn resolve_claim(
     session: &Session,
     cluster: &str,
@@ -489,6 +523,19 @@ pub enum NetworkCommand {
     /// The cluster's address plan.
     #[command(subcommand)]
     Plan(NetworkPlanCommand),
+    /// A node's current signed projection: prints `{ projection, applied }` (the payload and
+    /// the generation the node last reported applying).
+    Projection {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        node: String,
+        /// Also check the signature against `getControllerSigningKeys` and the projection's
+        /// rules (`validateRuntimeNetworkProjection`; a first generation also passes
+        /// `admitRuntimeNetworkProjection` from nothing); prints the signing key id as `keyId`.
+        #[arg(long)]
+        verify: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -964,6 +1011,9 @@ async fn execute(command: AdminCommand, session: &Session, connection: &Connecti
             }
             RouteCommand::List { cluster } => ("getClusterIngressRoutes".to_owned(), json!({ "clusterId": cluster })),
         },
+        AdminCommand::Network(NetworkCommand::Projection { cluster, node, verify }) => {
+            return node_projection(session, &cluster, &node, verify).await.map(Answer::Json);
+        }
         AdminCommand::Network(NetworkCommand::Plan(command)) => match command {
             NetworkPlanCommand::Put { file, expected_revision } => (
                 "putRuntimeNetworkAddressPlan".to_owned(),

@@ -25,6 +25,7 @@
 use super::Clock;
 use super::service_status::{blocking_verdict, refresh_statuses};
 use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
+use super::projections::ProjectionIssuer;
 use super::storage_claims::{ClaimPusher, plan_claims, planned_claims, sealed_claims, with_issued_claims};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{
@@ -337,6 +338,8 @@ pub struct AssignmentReconciler {
     links: Arc<NodeLinks>,
     /// Pushes the claims a reconcile issues.
     claims: Arc<ClaimPusher>,
+    /// Issues the projections that follow the assignments (and their leases).
+    projections: Arc<ProjectionIssuer>,
     /// The shortest time between the starts of two background runs of one cluster.
     interval: Duration,
     /// The clusters with a background reconcile in flight.
@@ -377,9 +380,20 @@ impl AssignmentReconciler {
         controller: ControllerReference,
         links: Arc<NodeLinks>,
         claims: Arc<ClaimPusher>,
+        projections: Arc<ProjectionIssuer>,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, clock, keys, controller, links, claims, interval, running: Mutex::default() }
+        AssignmentReconciler {
+            store,
+            clock,
+            keys,
+            controller,
+            links,
+            claims,
+            projections,
+            interval,
+            running: Mutex::default(),
+        }
     }
 
     /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
@@ -487,6 +501,8 @@ impl AssignmentReconciler {
                 // Best effort: the next change or the next node ask repairs it.
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
+            // Every change that schedules a run (a designation among them) can move projections.
+            self.projections.issue_logged(&cluster_id).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;
@@ -549,6 +565,7 @@ impl Controller {
             Ok(nodes) => self.reconciler.push_runtime_changed(cluster_id, nodes, None),
             Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
         }
+        self.projections_changed(cluster_id).await;
         self.reconciler.refresh_statuses(cluster_id).await;
     }
 
@@ -585,6 +602,7 @@ impl Controller {
     ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
         let changed = self.reconcile_assignments(&session.cluster_id).await?;
         if !changed.is_empty() {
+            self.projections_changed(&session.cluster_id).await;
             self.reconciler.refresh_statuses(&session.cluster_id).await;
         }
         self.reconciler.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));

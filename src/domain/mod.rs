@@ -13,6 +13,7 @@ pub mod designation;
 pub mod identity;
 pub mod inventory;
 pub mod network;
+pub mod projections;
 pub mod registration;
 pub mod relays;
 pub mod retention;
@@ -198,7 +199,7 @@ pub struct Controller {
     /// The settings.
     pub settings: ControllerSettings,
     /// Wakes route table long polls after this process's route writes.
-    pub route_tables: relays::RouteTableWatch,
+    pub route_tables: Arc<relays::RouteTableWatch>,
     /// The node sockets of this process (`sessions`).
     pub links: Arc<sessions::NodeLinks>,
     /// Set once a stop signal arrived: the controller drains and judges no registration.
@@ -209,6 +210,8 @@ pub struct Controller {
     reconciler: Arc<assignments::AssignmentReconciler>,
     /// Pushes runtime local storage claims to the nodes of this process (`storage_claims`).
     claims: Arc<storage_claims::ClaimPusher>,
+    /// Issues signed runtime network projections (`projections`).
+    projections: Arc<projections::ProjectionIssuer>,
 }
 
 impl Controller {
@@ -240,6 +243,15 @@ impl Controller {
                 sweep: milliseconds(settings.storage_claim_sweep_ms),
             },
         ));
+        let route_tables: Arc<relays::RouteTableWatch> = Arc::default();
+        let projections = Arc::new(projections::ProjectionIssuer::new(
+            store.clone(),
+            clock.clone(),
+            keys.clone(),
+            issuer.clone(),
+            links.clone(),
+            route_tables.clone(),
+        ));
         let reconciler = Arc::new(assignments::AssignmentReconciler::new(
             store.clone(),
             clock.clone(),
@@ -247,6 +259,7 @@ impl Controller {
             issuer,
             links.clone(),
             claims.clone(),
+            projections.clone(),
             milliseconds(settings.assignment_reconcile_interval_ms),
         ));
         claims.set_reconciler(Arc::downgrade(&reconciler));
@@ -256,10 +269,11 @@ impl Controller {
             identities,
             clock,
             settings,
-            route_tables: relays::RouteTableWatch::default(),
+            route_tables,
             links,
             reconciler,
             claims,
+            projections,
             draining: AtomicBool::new(false),
             registration_commit_gate: RwLock::new(None),
         }

@@ -89,6 +89,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0010_retention.sql"),
         sqlite: include_str!("../../migrations/sqlite/0010_retention.sql"),
     },
+    EmbeddedMigration {
+        version: 11,
+        description: "network projections",
+        postgres: include_str!("../../migrations/postgres/0011_network_projections.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0011_network_projections.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

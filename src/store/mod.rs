@@ -1,7 +1,7 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
 //! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
-//! [`NetworkStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! [`NetworkStore`], [`ProjectionStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
 //! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
@@ -28,6 +28,7 @@ mod key_records;
 mod migrations;
 pub mod network;
 mod postgres;
+pub mod projections;
 pub mod registrations;
 pub mod relays;
 mod retention;
@@ -46,6 +47,7 @@ pub use inventory::{InventoryStore, StoredCluster, StoredNode, StoredOrganizatio
 pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
 pub use network::{LeaseWriter, LockedNetwork, NetworkStore, StoredNetworkPlan};
 pub use postgres::POSTGRES_POOL_SIZE;
+pub use projections::ProjectionStore;
 pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
 pub use retention::RetentionStore;
@@ -103,6 +105,8 @@ pub enum MissingKind {
     Node,
     /// `what: "storage-claim"`.
     StorageClaim,
+    /// `what: "projection"`.
+    Projection,
 }
 
 impl MissingKind {
@@ -114,6 +118,7 @@ impl MissingKind {
             MissingKind::Service => "service",
             MissingKind::Node => "node",
             MissingKind::StorageClaim => "storage-claim",
+            MissingKind::Projection => "projection",
         }
     }
 }
@@ -132,6 +137,7 @@ pub trait Store:
     + StorageClaimStore
     + KeyRecordStore
     + NetworkStore
+    + ProjectionStore
     + Send
     + Sync
     + 'static

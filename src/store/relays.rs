@@ -14,7 +14,7 @@ use super::codec::counter_to_sql;
 use super::dialect::Backend;
 use super::sql::{HoldsConnection, Statement};
 use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
-use crate::contract::{Id, Protocol};
+use crate::contract::{Id, Ipv4, Protocol};
 use async_trait::async_trait;
 
 /// A relay's credential. The bearer is kept only as its SHA-256 hash.
@@ -78,6 +78,20 @@ pub struct IngressRoute {
     pub port: u16,
 }
 
+/// One backend of a route: a target lease, with the route's port, whose workload ingress grant
+/// exists in an issued projection.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RouteBackend {
+    /// The route's hostname.
+    pub hostname: String,
+    /// The target lease.
+    pub lease_id: Id,
+    /// The lease's address.
+    pub address: Ipv4,
+    /// The route's port.
+    pub port: u16,
+}
+
 /// A cluster's route table at one revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRouteTable {
@@ -87,6 +101,8 @@ pub struct StoredRouteTable {
     pub revision: u64,
     /// Sorted by hostname (bytewise).
     pub routes: Vec<IngressRoute>,
+    /// The backends of every route, sorted by hostname, then lease id.
+    pub backends: Vec<RouteBackend>,
 }
 
 /// Persistence of cluster relays and the cluster ingress route table.
@@ -178,7 +194,18 @@ async fn read_table(
     let Some(revision) = table_revision(on, cluster_id).await? else {
         return Ok(None);
     };
-    let routes = Statement::composed(format!(
+    let routes = table_routes(on, backend, cluster_id).await?;
+    let backends = route_backends(on, cluster_id).await?;
+    Ok(Some(StoredRouteTable { cluster_id: cluster_id.clone(), revision, routes, backends }))
+}
+
+/// The cluster's routes, sorted by hostname (bytewise).
+pub(crate) async fn table_routes(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<Vec<IngressRoute>, StoreError> {
+    Statement::composed(format!(
         "SELECT hostname, service_id, protocol, port FROM ingress_routes WHERE cluster_id = $1 ORDER BY hostname{}",
         backend.bytewise()
     ))
@@ -187,12 +214,39 @@ async fn read_table(
     .await?
     .iter()
     .map(rows::route)
-    .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(StoredRouteTable { cluster_id: cluster_id.clone(), revision, routes }))
+    .collect()
+}
+
+/// The backends of the cluster's routes, sorted by hostname, then lease id.
+pub(crate) async fn route_backends(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+) -> Result<Vec<RouteBackend>, StoreError> {
+    let mut backends =
+        Statement::new("SELECT hostname, lease_id, address, port FROM ingress_route_backends WHERE cluster_id = $1")
+            .text(cluster_id.as_str())
+            .fetch_all(on)
+            .await?
+            .iter()
+            .map(rows::route_backend)
+            .collect::<Result<Vec<_>, _>>()?;
+    backends.sort();
+    Ok(backends)
+}
+
+/// Forgets the backends of one route (its target changed, or it is deleted); the projection
+/// issuer judges them again.
+async fn forget_backends(transaction: &mut impl HoldsConnection, cluster_id: &Id, hostname: &str) -> Result<(), StoreError> {
+    Statement::new("DELETE FROM ingress_route_backends WHERE cluster_id = $1 AND hostname = $2")
+        .text(cluster_id.as_str())
+        .text(hostname)
+        .execute(transaction)
+        .await?;
+    Ok(())
 }
 
 /// Counts the table's revision up by one (creating the table at revision 1).
-async fn bump_revision(transaction: &mut impl HoldsConnection, cluster_id: &Id) -> Result<(), StoreError> {
+pub(crate) async fn bump_revision(transaction: &mut impl HoldsConnection, cluster_id: &Id) -> Result<(), StoreError> {
     Statement::new(
         "INSERT INTO ingress_route_tables (cluster_id, revision) VALUES ($1, 1) \
          ON CONFLICT (cluster_id) DO UPDATE SET revision = ingress_route_tables.revision + 1",
@@ -362,6 +416,7 @@ impl RelayStore for SqlStore {
         .transpose()?;
         if current.as_ref() != Some(route) {
             bump_revision(&mut transaction, cluster_id).await?;
+            forget_backends(&mut transaction, cluster_id, &route.hostname).await?;
             Statement::new(
                 "INSERT INTO ingress_routes (cluster_id, hostname, service_id, protocol, port) \
                  VALUES ($1, $2, $3, $4, $5) \
@@ -392,6 +447,7 @@ impl RelayStore for SqlStore {
         let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
         };
+        forget_backends(&mut transaction, cluster_id, hostname).await?;
         let deleted = Statement::new("DELETE FROM ingress_routes WHERE cluster_id = $1 AND hostname = $2")
             .text(cluster_id.as_str())
             .text(hostname)

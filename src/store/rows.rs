@@ -15,7 +15,8 @@ use super::migrations::AppliedMigration;
 use super::registrations::{
     IngressRegistration, RegistrationFacts, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
 };
-use super::relays::{IngressRoute, RelayConnectionState, StoredRelayConnection, StoredRelayCredential};
+use super::projections::{GrantedDestination, ProjectionHead, StoredProjection};
+use super::relays::{IngressRoute, RelayConnectionState, RouteBackend, StoredRelayConnection, StoredRelayCredential};
 use super::service_status::{HeadState, RecordedStatus};
 use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
 use super::sql::Row;
@@ -23,11 +24,13 @@ use super::storage_claims::{ClaimAnswer, ClaimFault, ClaimResolution, LastClaimA
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
-use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
+use crate::contract::network::{
+    RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProjection, RuntimeNetworkProtectedAuthority,
+};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
 use crate::contract::storage_claim::{RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim};
-use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Protocol, Sha256Digest};
+use crate::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 
 impl Row {
     /// A `TEXT` column holding an [`Id`].
@@ -204,12 +207,84 @@ pub(crate) fn route(row: &Row) -> Result<IngressRoute, StoreError> {
     Ok(IngressRoute {
         hostname: row.text("hostname")?,
         service_id: row.id("service_id", "route service id")?,
-        protocol: Protocol::parse(&row.text("protocol")?)
-            .ok_or_else(|| StoreError::Corrupt("stored route protocol is not tcp or udp".into()))?,
-        port: u16::try_from(row.integer("port")?)
-            .ok()
-            .filter(|port| *port >= 1)
-            .ok_or_else(|| StoreError::Corrupt("stored route port is not a port".into()))?,
+        protocol: protocol(row, "route")?,
+        port: port(row, "route")?,
+    })
+}
+
+/// A `protocol` column: `tcp` or `udp`.
+fn protocol(row: &Row, what: &str) -> Result<Protocol, StoreError> {
+    Protocol::parse(&row.text("protocol")?)
+        .ok_or_else(|| StoreError::Corrupt(format!("stored {what} protocol is not tcp or udp")))
+}
+
+/// A `port` column: 1..=65535.
+fn port(row: &Row, what: &str) -> Result<u16, StoreError> {
+    u16::try_from(row.integer("port")?)
+        .ok()
+        .filter(|port| *port >= 1)
+        .ok_or_else(|| StoreError::Corrupt(format!("stored {what} port is not a port")))
+}
+
+/// A backend of a route: `hostname`, `lease_id`, `address`, `port`.
+pub(crate) fn route_backend(row: &Row) -> Result<RouteBackend, StoreError> {
+    Ok(RouteBackend {
+        hostname: row.text("hostname")?,
+        lease_id: row.id("lease_id", "route backend lease id")?,
+        address: Ipv4::parse(&row.text("address")?)
+            .ok_or_else(|| StoreError::Corrupt("stored route backend address is not an IPv4 address".into()))?,
+        port: port(row, "route backend")?,
+    })
+}
+
+/// A granted destination of a projection: `lease_id`, `protocol`, `port`.
+pub(crate) fn granted_destination(row: &Row) -> Result<GrantedDestination, StoreError> {
+    Ok((row.id("lease_id", "granted lease id")?, protocol(row, "grant")?, port(row, "grant")?))
+}
+
+/// `applied_generation`, `applied_digest` of a projection head, with its node as the id.
+fn applied_projection(row: &Row, node_id: &NodeId) -> Result<Option<AuthorityReference>, StoreError> {
+    match (row.optional_integer("applied_generation")?, row.optional_text("applied_digest")?) {
+        (Some(generation), Some(digest)) => Ok(Some(AuthorityReference {
+            id: Id::parse(node_id.as_str())
+                .ok_or_else(|| StoreError::Corrupt("stored projection node id is not an id".into()))?,
+            generation: counter_from_sql(generation, "applied projection generation")?,
+            digest: Sha256Digest::parse(&digest)
+                .ok_or_else(|| StoreError::Corrupt("stored applied projection digest is not a digest".into()))?,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt("stored applied projection is half a reference".into())),
+    }
+}
+
+/// The head of a node's projection chain: `node_id`, `generation`, `digest`, `inputs`,
+/// `retains`, `applied_generation`, `applied_digest`.
+pub(crate) fn projection_head(row: &Row) -> Result<ProjectionHead, StoreError> {
+    let node_id = row.node_id("node_id", "projection node id")?;
+    Ok(ProjectionHead {
+        reference: AuthorityReference {
+            id: Id::parse(node_id.as_str())
+                .ok_or_else(|| StoreError::Corrupt("stored projection node id is not an id".into()))?,
+            generation: row.counter("generation", "projection generation")?,
+            digest: Sha256Digest::parse(&row.text("digest")?)
+                .ok_or_else(|| StoreError::Corrupt("stored projection digest is not a digest".into()))?,
+        },
+        inputs: row.text("inputs")?,
+        retains: row.boolean("retains")?,
+        applied: applied_projection(row, &node_id)?,
+        node_id,
+    })
+}
+
+/// A node's current projection: `record`, `signature` (a signed projection) and its head's
+/// `node_id`, `applied_generation`, `applied_digest`.
+pub(crate) fn stored_projection(row: &Row) -> Result<StoredProjection, StoreError> {
+    let node_id = row.node_id("node_id", "projection node id")?;
+    Ok(StoredProjection {
+        signed: signed_record(row, "runtime network projection", |value| {
+            RuntimeNetworkProjection::snapshot(value).ok()
+        })?,
+        applied: applied_projection(row, &node_id)?,
     })
 }
 

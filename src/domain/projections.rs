@@ -1,0 +1,541 @@
+//! Signed runtime network projections (`05-projection.md`, "Projection", "Admission",
+//! "Issuing") and the route table's backends (`04-registration.md`, "Route table").
+//!
+//! **What a node's projection holds.** For a cluster with an address plan, every node gets one
+//! chain of projections (its id is the node's id):
+//! - `protectedAuthority`: the cluster's protected authority (reference and platform endpoints);
+//! - `workloadIngress.grants`: for every route (its target service, protocol and port), from each
+//!   lease of the designated ingress service to each lease of the target service, where at least
+//!   one of the two leases is on this node, authorized by the cluster's current designation
+//!   reference (no designation, no grant);
+//! - `endpoints`: the leases on this node and the other side of each of its grants;
+//! - `hostPlatformEndpointIds`: the authority's platform endpoints whose address the node's host
+//!   carries (`hostAddresses`);
+//! - `retiredLeases` and `workloadIngress.withdrawals`: the endpoint leases and packet grants the
+//!   previous generation had and this one has not, plus, until the node reports applying the
+//!   previous generation, every retired lease and withdrawal that generation retained.
+//!
+//! A cluster without a plan has no protected authority, so its nodes get no projection.
+//!
+//! **Issuing.** [`ProjectionIssuer::issue`] reads the cluster's facts and works out each node's
+//! inputs (the list above but the retained parts) and their digest. A node is rebuilt only when
+//! that digest differs from the one its head was built from, or when the node applied a head
+//! that retains withdrawals or retired leases (they can now be dropped): a change touches only
+//! the nodes it affects. The rebuild runs under the cluster's lock: the facts are read again,
+//! each affected node's projection is built against its current head, and a new generation is
+//! made only when the content differs. Every generation passes `admitRuntimeNetworkProjection`
+//! against the head (with the node's reported application) before it is signed and stored; a
+//! generation the admission refuses is not issued — it can only be one that would re-grant a
+//! withdrawal, bring back a retired lease or exceed 4 096 retained withdrawals before the node
+//! applied the head — and the node waits for its own application report, which triggers the
+//! issuer again.
+//!
+//! **Backends.** After the projections are written, the route table's backends are judged from
+//! the grants of every node's current projection: a target lease with the route's protocol and
+//! port is a backend once a grant to it exists in an issued projection. When the backends change,
+//! the table's revision moves and this process's long polls wake.
+//!
+//! **Triggers.** Every change that can move a projection calls the issuer: assignment reconciles
+//! (specs, deletes, nodes and their addresses, plans, designations — each reconciles first, and
+//! leases follow assignments), route writes, application reports, and every node or
+//! administrator read. Nodes whose projection changed get `pushRuntimeChanged { kinds:
+//! ["projection"] }` when their socket is in this process; a node that misses it converges on its
+//! next `getRuntimeNetworkProjection`.
+
+use super::relays::RouteTableWatch;
+use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
+use super::{Clock, Controller, DomainError};
+use crate::contract::inventory::NodeSpec;
+use crate::contract::network::projection::{
+    ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference, admit_projection,
+};
+use crate::contract::network::workload_ingress::{
+    MAXIMUM_GRANTS, MAXIMUM_WITHDRAWALS, PacketGrant, WorkloadIngressGrant, WorkloadIngressProjection,
+};
+use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
+use crate::contract::reader::compare_bytes;
+use crate::contract::session::{ControllerReference, RuntimeSessionReference};
+use crate::contract::signing::{Signed, sign};
+use crate::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
+use crate::keys::ControllerKeys;
+use crate::store::projections::{
+    AppliedOutcome, GrantedDestination, IssuedProjection, ProjectionFacts, ProjectionHead, StoredProjection,
+};
+use crate::store::relays::RouteBackend;
+use crate::store::{MissingKind, SharedStore, StoreError};
+use serde_json::json;
+use sha2::{Digest as _, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The `kinds` of `pushRuntimeChanged` that a changed projection sends.
+pub const PROJECTION_KIND: &str = "projection";
+
+/// `getRuntimeNetworkProjectionForNode`: `{ identity, clusterId, nodeId }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeProjectionRequest {
+    /// The cluster.
+    pub cluster_id: Id,
+    /// The node.
+    pub node_id: NodeId,
+}
+
+/// The answer of `getRuntimeNetworkProjectionForNode`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeProjection {
+    /// The node's current projection, `None` before one was issued.
+    pub projection: Option<Signed<RuntimeNetworkProjection>>,
+    /// The generation the node last reported applying.
+    pub applied: Option<AuthorityReference>,
+}
+
+/// What one node's projection is built from, but the parts it retains from its previous
+/// generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInputs {
+    /// The node.
+    pub node_id: NodeId,
+    /// Its runtime namespace.
+    pub runtime_namespace: Id,
+    /// The endpoint leases, sorted by id.
+    pub endpoints: Vec<RuntimeNetworkLease>,
+    /// The grants, in grant order.
+    pub grants: Vec<WorkloadIngressGrant>,
+    /// The host platform endpoint ids, sorted.
+    pub host_platform_endpoint_ids: Vec<Id>,
+}
+
+impl NodeInputs {
+    /// The digest of the inputs (with the authority and controller they are built under): what
+    /// the head records, so the issuer can tell whether a node is affected by a change.
+    fn digest(&self, authority: &ProtectedAuthorityReference, controller: &ControllerReference) -> String {
+        let mut hash = Sha256::new();
+        let mut field = |text: &str| {
+            hash.update(text.as_bytes());
+            hash.update([0]);
+        };
+        field(controller.kind.as_str());
+        field(controller.id.as_str());
+        field(self.runtime_namespace.as_str());
+        field(authority.digest.as_str());
+        for lease in &self.endpoints {
+            field(lease.digest.as_str());
+        }
+        field("grants");
+        for grant in &self.grants {
+            field(grant.source.digest.as_str());
+            field(grant.destination.digest.as_str());
+            field(grant.protocol.as_str());
+            field(&grant.port.to_string());
+            field(grant.authorization.digest.as_str());
+        }
+        field("host");
+        for id in &self.host_platform_endpoint_ids {
+            field(id.as_str());
+        }
+        let digest = hash.finalize();
+        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
+/// Every node's inputs, in node order. Pure.
+pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
+    let Some(stored) = &facts.plan else { return Vec::new() };
+    let grants = cluster_grants(facts);
+    let leases: BTreeMap<&str, &RuntimeNetworkLease> =
+        facts.leases.iter().map(|lease| (lease.id.as_str(), lease)).collect();
+    facts
+        .nodes
+        .iter()
+        .map(|node| {
+            let on_node = |lease: &AuthorityReference| leases.get(lease.id.as_str()).is_some_and(|l| l.node_id == node.id);
+            let grants: Vec<WorkloadIngressGrant> = grants
+                .iter()
+                .filter(|grant| on_node(&grant.source) || on_node(&grant.destination))
+                .cloned()
+                .collect();
+            let mut endpoint_ids: BTreeSet<&str> =
+                facts.leases.iter().filter(|lease| lease.node_id == node.id).map(|lease| lease.id.as_str()).collect();
+            for grant in &grants {
+                endpoint_ids.insert(grant.source.id.as_str());
+                endpoint_ids.insert(grant.destination.id.as_str());
+            }
+            let mut endpoints: Vec<RuntimeNetworkLease> =
+                endpoint_ids.iter().filter_map(|id| leases.get(id).map(|lease| (*lease).clone())).collect();
+            endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+            NodeInputs {
+                node_id: node.id.clone(),
+                runtime_namespace: node.runtime_namespace.clone(),
+                endpoints,
+                grants,
+                host_platform_endpoint_ids: host_platform_endpoint_ids(node, stored),
+            }
+        })
+        .collect()
+}
+
+/// The authority's platform endpoints whose address the node's host carries, sorted by id.
+fn host_platform_endpoint_ids(node: &NodeSpec, stored: &crate::store::StoredNetworkPlan) -> Vec<Id> {
+    let mut ids: Vec<Id> = stored
+        .authority
+        .platform_endpoints
+        .iter()
+        .filter(|endpoint| node.host_addresses.contains(&endpoint.address))
+        .map(|endpoint| endpoint.id.clone())
+        .collect();
+    ids.sort_by(|left, right| compare_bytes(left.as_str(), right.as_str()));
+    ids.dedup();
+    ids
+}
+
+/// Every workload ingress grant of the cluster, in grant order, unique: for every route, from
+/// each lease of the designated ingress service to each other lease of the route's target
+/// service, authorized by the current designation.
+fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
+    let Some(designation) = &facts.designation else { return Vec::new() };
+    let authorization = designation.reference();
+    let ingress: Vec<&RuntimeNetworkLease> =
+        facts.leases.iter().filter(|lease| lease.service_id == designation.ingress_service_id).collect();
+    let mut grants = Vec::new();
+    for route in &facts.routes {
+        for target in facts.leases.iter().filter(|lease| lease.service_id == route.service_id) {
+            for source in ingress.iter().filter(|source| source.id != target.id) {
+                grants.push(WorkloadIngressGrant {
+                    source: source.reference(),
+                    destination: target.reference(),
+                    protocol: route.protocol,
+                    port: route.port,
+                    authorization: authorization.clone(),
+                });
+            }
+        }
+    }
+    grants.sort_by(WorkloadIngressGrant::order_cmp);
+    grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
+    grants
+}
+
+/// Whether a node must be rebuilt: it has no projection, its inputs moved, or it applied a head
+/// that retains withdrawals or retired leases.
+fn is_affected(head: Option<&ProjectionHead>, inputs_digest: &str) -> bool {
+    match head {
+        None => true,
+        Some(head) => {
+            head.inputs != inputs_digest || (head.retains && head.applied.as_ref() == Some(&head.reference))
+        }
+    }
+}
+
+/// Why a node's next generation is not issued now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deferred {
+    /// More than 1 024 grants or 4 096 endpoints: the node cannot be given this content.
+    TooLarge,
+    /// The admission refused it: it must wait for the node to apply the head.
+    WaitsForApplication,
+}
+
+/// The next generation of one node's projection, or `None` when its content equals the head's.
+/// Pure: `previous` is the node's head with its reported application.
+pub fn next_projection(
+    inputs: &NodeInputs,
+    authority: &ProtectedAuthorityReference,
+    cluster_id: &Id,
+    controller: &ControllerReference,
+    previous: Option<&StoredProjection>,
+) -> Result<Option<RuntimeNetworkProjection>, Deferred> {
+    if inputs.grants.len() > MAXIMUM_GRANTS
+        || inputs.endpoints.len() > crate::contract::network::projection::MAXIMUM_ENDPOINTS
+    {
+        return Err(Deferred::TooLarge);
+    }
+    let head = previous.map(|stored| &stored.signed.payload);
+    let applied_head = previous.is_some_and(|stored| stored.applied.as_ref() == head.map(|head| head.reference()).as_ref());
+    let current_ids: BTreeSet<&str> = inputs.endpoints.iter().map(|lease| lease.id.as_str()).collect();
+    let mut retired: Vec<AuthorityReference> = Vec::new();
+    let mut withdrawals: Vec<PacketGrant> = Vec::new();
+    if let Some(head) = head {
+        retired.extend(
+            head.endpoints
+                .iter()
+                .filter(|endpoint| !current_ids.contains(endpoint.lease.id.as_str()))
+                .map(|endpoint| endpoint.lease.reference()),
+        );
+        let granted: BTreeSet<(&str, &str, &str, u16)> = inputs
+            .grants
+            .iter()
+            .map(|grant| {
+                (grant.source.digest.as_str(), grant.destination.digest.as_str(), grant.protocol.as_str(), grant.port)
+            })
+            .collect();
+        withdrawals.extend(head.packet_grants().into_iter().filter(|packet| {
+            !granted.contains(&(
+                packet.source.digest.as_str(),
+                packet.destination.lease.digest.as_str(),
+                packet.destination.protocol.as_str(),
+                packet.destination.port,
+            ))
+        }));
+        if !applied_head {
+            retired.extend(head.retired_leases.iter().cloned());
+            withdrawals.extend(head.withdrawals().iter().cloned());
+        }
+    }
+    retired.sort_by(AuthorityReference::canonical_cmp);
+    retired.dedup();
+    withdrawals.sort_by(PacketGrant::canonical_cmp);
+    withdrawals.dedup();
+    if withdrawals.len() > MAXIMUM_WITHDRAWALS {
+        return Err(Deferred::WaitsForApplication);
+    }
+    let workload_ingress = (!inputs.grants.is_empty() || !withdrawals.is_empty())
+        .then(|| WorkloadIngressProjection { grants: inputs.grants.clone(), withdrawals });
+    let host_platform_endpoint_ids =
+        (!inputs.host_platform_endpoint_ids.is_empty()).then(|| inputs.host_platform_endpoint_ids.clone());
+    let endpoints: Vec<ProjectionEndpoint> =
+        inputs.endpoints.iter().map(|lease| ProjectionEndpoint { lease: lease.clone() }).collect();
+    let controller = ProjectionController { kind: controller.kind, id: controller.id.clone() };
+    if let Some(head) = head
+        && head.controller == controller
+        && head.runtime_namespace == inputs.runtime_namespace
+        && head.protected_authority == *authority
+        && head.endpoints == endpoints
+        && head.retired_leases == retired
+        && head.workload_ingress == workload_ingress
+        && head.host_platform_endpoint_ids == host_platform_endpoint_ids
+    {
+        return Ok(None);
+    }
+    let next = RuntimeNetworkProjection {
+        id: Id::parse(inputs.node_id.as_str()).expect("a node id is an id"),
+        generation: head.map_or(1, |head| head.generation + 1),
+        previous: head.map(RuntimeNetworkProjection::reference),
+        controller,
+        cluster_id: cluster_id.clone(),
+        node_id: inputs.node_id.clone(),
+        runtime_namespace: inputs.runtime_namespace.clone(),
+        protected_authority: authority.clone(),
+        endpoints,
+        retired_leases: retired,
+        workload_ingress,
+        host_platform_endpoint_ids,
+        digest: Sha256Digest::from_bytes(&[0; 32]),
+    }
+    .with_computed_digest();
+    let applied = previous.and_then(|stored| stored.applied.as_ref());
+    admit_projection(head, &next, applied).map_err(|_| Deferred::WaitsForApplication)?;
+    Ok(Some(next))
+}
+
+/// The backends of every route: each live lease of the route's target service whose grant (its
+/// id, the route's protocol and port) is in `granted`. Sorted. Pure.
+pub fn route_backends(facts: &ProjectionFacts, granted: &BTreeSet<GrantedDestination>) -> Vec<RouteBackend> {
+    let mut backends: Vec<RouteBackend> = facts
+        .routes
+        .iter()
+        .flat_map(|route| {
+            facts
+                .leases
+                .iter()
+                .filter(|lease| {
+                    lease.service_id == route.service_id
+                        && granted.contains(&(lease.id.clone(), route.protocol, route.port))
+                })
+                .map(|lease| RouteBackend {
+                    hostname: route.hostname.clone(),
+                    lease_id: lease.id.clone(),
+                    address: lease.ipv4.address(),
+                    port: route.port,
+                })
+        })
+        .collect();
+    backends.sort();
+    backends
+}
+
+/// Issues the projections of a cluster's nodes (see the module documentation).
+pub struct ProjectionIssuer {
+    store: SharedStore,
+    clock: Arc<dyn Clock>,
+    keys: Arc<ControllerKeys>,
+    controller: ControllerReference,
+    links: Arc<NodeLinks>,
+    route_tables: Arc<RouteTableWatch>,
+}
+
+impl ProjectionIssuer {
+    /// An issuer signing with `keys.signing` as `controller`, pushing through `links` and waking
+    /// the route table long polls of `route_tables`.
+    pub fn new(
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        keys: Arc<ControllerKeys>,
+        controller: ControllerReference,
+        links: Arc<NodeLinks>,
+        route_tables: Arc<RouteTableWatch>,
+    ) -> Self {
+        ProjectionIssuer { store, clock, keys, controller, links, route_tables }
+    }
+
+    /// The nodes whose inputs moved, from facts read without a lock.
+    fn affected_nodes(&self, facts: &ProjectionFacts) -> Vec<NodeInputs> {
+        let Some(stored) = &facts.plan else { return Vec::new() };
+        let authority = ProtectedAuthorityReference::of(&stored.authority);
+        node_inputs(facts)
+            .into_iter()
+            .filter(|inputs| {
+                let head = facts.heads.iter().find(|head| head.node_id == inputs.node_id);
+                is_affected(head, &inputs.digest(&authority, &self.controller))
+            })
+            .collect()
+    }
+
+    /// Issues every affected node's next generation and judges the route backends again; pushes
+    /// `pushRuntimeChanged { kinds: ["projection"] }` to the nodes whose projection changed.
+    /// Answers those nodes.
+    pub async fn issue(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, StoreError> {
+        let unlocked = self.store.projection_facts(cluster_id).await?;
+        if self.affected_nodes(&unlocked).is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let Some(mut locked) = self.store.lock_projections(cluster_id).await? else {
+            return Ok(BTreeSet::new());
+        };
+        let facts = locked.facts().clone();
+        let Some(stored) = &facts.plan else {
+            locked.rollback().await?;
+            return Ok(BTreeSet::new());
+        };
+        let authority = ProtectedAuthorityReference::of(&stored.authority);
+        let affected = self.affected_nodes(&facts);
+        let node_ids: Vec<NodeId> = affected.iter().map(|inputs| inputs.node_id.clone()).collect();
+        let current = locked.current(&node_ids).await?;
+        let issued_at = self.clock.now_ms();
+        let mut issued = Vec::new();
+        for inputs in &affected {
+            let previous = current.iter().find(|stored| stored.signed.payload.node_id == inputs.node_id);
+            match next_projection(inputs, &authority, cluster_id, &self.controller, previous) {
+                Ok(Some(next)) => {
+                    let granted = next
+                        .workload_ingress
+                        .iter()
+                        .flat_map(|ingress| &ingress.grants)
+                        .map(|grant| (grant.destination.id.clone(), grant.protocol, grant.port))
+                        .collect();
+                    issued.push(IssuedProjection {
+                        inputs: inputs.digest(&authority, &self.controller),
+                        signed: sign(&self.keys.signing, next),
+                        granted,
+                        issued_at,
+                    });
+                }
+                Ok(None) => {}
+                Err(deferred) => tracing::warn!(
+                    cluster = %cluster_id,
+                    node = %inputs.node_id,
+                    reason = ?deferred,
+                    "runtime network projection not issued; it waits for the node's application report or a smaller input"
+                ),
+            }
+        }
+        locked.write(&issued).await?;
+        let granted = locked.granted().await?;
+        let backends = route_backends(&facts, &granted);
+        let backends_changed = backends != locked.backends().await?;
+        if backends_changed {
+            locked.replace_backends(&backends).await?;
+        }
+        locked.commit().await?;
+        if backends_changed {
+            self.route_tables.changed(cluster_id);
+        }
+        let nodes: BTreeSet<NodeId> = issued.iter().map(|issued| issued.signed.payload.node_id.clone()).collect();
+        if !nodes.is_empty() {
+            tracing::info!(cluster = %cluster_id, nodes = nodes.len(), backends_changed, "runtime network projections issued");
+        }
+        self.push_changed(cluster_id, &nodes);
+        Ok(nodes)
+    }
+
+    /// Issues, best effort: a failure is logged, and the next trigger or node read repairs it.
+    pub async fn issue_logged(&self, cluster_id: &Id) {
+        if let Err(error) = self.issue(cluster_id).await {
+            tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
+        }
+    }
+
+    /// Sends `pushRuntimeChanged { kinds: ["projection"] }` to each node that has a socket in
+    /// this process, in the background.
+    fn push_changed(&self, cluster_id: &Id, nodes: &BTreeSet<NodeId>) {
+        for node_id in nodes {
+            if self.links.connected_session(cluster_id, node_id).is_none() {
+                continue;
+            }
+            let (links, cluster_id, node_id) = (self.links.clone(), cluster_id.clone(), node_id.clone());
+            tokio::spawn(async move {
+                let request = json!({ "kinds": [PROJECTION_KIND] });
+                if let Err(error) =
+                    links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
+                {
+                    tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
+                }
+            });
+        }
+    }
+}
+
+impl Controller {
+    /// After a change that can move projections: issues the affected nodes' projections, best
+    /// effort.
+    pub async fn projections_changed(&self, cluster_id: &Id) {
+        self.projections.issue_logged(cluster_id).await;
+    }
+
+    /// `getRuntimeNetworkProjection` (node): `{ session, known }` → the node's current
+    /// projection, `None` when `known` is exactly its reference (or none was issued).
+    pub async fn get_runtime_network_projection(
+        &self,
+        session: &RuntimeSessionReference,
+        known: Option<&AuthorityReference>,
+    ) -> Result<Option<Signed<RuntimeNetworkProjection>>, DomainError> {
+        self.projections.issue(&session.cluster_id).await?;
+        let current = self.store.node_projection(&session.cluster_id, &session.node_id).await?;
+        Ok(current.map(|stored| stored.signed).filter(|signed| known != Some(&signed.payload.reference())))
+    }
+
+    /// `reportRuntimeNetworkProjectionApplied` (node): records the node's joined application of
+    /// `applied`, a generation issued to it (the current one or the one before); any other
+    /// reference is `not-found` (`what: "projection"`). Then issues again, so retained
+    /// withdrawals and retired leases are dropped.
+    pub async fn report_runtime_network_projection_applied(
+        &self,
+        session: &RuntimeSessionReference,
+        applied: &AuthorityReference,
+    ) -> Result<(), DomainError> {
+        match self.store.record_projection_applied(&session.cluster_id, &session.node_id, applied).await? {
+            AppliedOutcome::Recorded => {
+                tracing::info!(cluster = %session.cluster_id, node = %session.node_id, generation = applied.generation, "runtime network projection applied");
+                self.projections_changed(&session.cluster_id).await;
+                Ok(())
+            }
+            AppliedOutcome::Unknown => Err(DomainError::NotFound(MissingKind::Projection)),
+        }
+    }
+
+    /// `getRuntimeNetworkProjectionForNode` (every administrator role): the node's current
+    /// projection and its reported application; `not-found` for an unknown cluster or node.
+    pub async fn get_runtime_network_projection_for_node(
+        &self,
+        request: NodeProjectionRequest,
+    ) -> Result<NodeProjection, DomainError> {
+        let NodeProjectionRequest { cluster_id, node_id } = request;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
+        self.projections.issue(&cluster_id).await?;
+        let current = self.store.node_projection(&cluster_id, &node_id).await?;
+        Ok(NodeProjection {
+            applied: current.as_ref().and_then(|stored| stored.applied.clone()),
+            projection: current.map(|stored| stored.signed),
+        })
+    }
+}

@@ -1,0 +1,440 @@
+//! Signed runtime network projections (`05-projection.md`, "Projection", "Issuing") and the
+//! route table's backends (`04-registration.md`, "Route table").
+//!
+//! Every node has one chain of projection generations. The head row names the current one, the
+//! digest of the inputs it was built from (so the issuer rebuilds only the nodes whose inputs
+//! moved), whether it retains withdrawals or retired leases, and the generation the node last
+//! reported applying. The grants of each node's current projection are kept by destination lease,
+//! protocol and port, which is what the route table's backends are judged from.
+//!
+//! Issuing runs in a write transaction that holds the cluster's lock ([`lock_cluster`]), so two
+//! processes never issue two generations with one number; each head update is guarded by the
+//! generation the issuer read. The head and the generation before it are kept (the node may
+//! still be applying it); older generations are pruned as a new one is written.
+
+use super::codec::{counter_to_sql, record_text};
+use super::designations::cluster_designation_on;
+use super::inventory::{cluster_nodes, lock_cluster};
+use super::network::{StoredNetworkPlan, current_plan, live_leases_on};
+use super::relays::{IngressRoute, RouteBackend, route_backends, table_routes};
+use super::sql::{HoldsConnection, Statement, Transaction};
+use super::{Backend, SqlStore, StoreError, rows};
+use crate::contract::designation::ClusterIngressDesignation;
+use crate::contract::inventory::NodeSpec;
+use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
+use crate::contract::signing::Signed;
+use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol};
+use async_trait::async_trait;
+use std::collections::BTreeSet;
+
+/// The head of one node's projection chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectionHead {
+    /// The node.
+    pub node_id: NodeId,
+    /// The current generation's reference.
+    pub reference: AuthorityReference,
+    /// The digest of the inputs the current generation was built from.
+    pub inputs: String,
+    /// Whether the current generation carries withdrawals or retired leases.
+    pub retains: bool,
+    /// The generation the node last reported applying.
+    pub applied: Option<AuthorityReference>,
+}
+
+/// Everything a projection is built from, read in one transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectionFacts {
+    /// The cluster's plan and protected authority, if it has a plan.
+    pub plan: Option<StoredNetworkPlan>,
+    /// The cluster's nodes, sorted by id.
+    pub nodes: Vec<NodeSpec>,
+    /// The head generation of every live lease, sorted by lease id.
+    pub leases: Vec<RuntimeNetworkLease>,
+    /// The ingress routes, sorted by hostname.
+    pub routes: Vec<IngressRoute>,
+    /// The cluster's current ingress designation.
+    pub designation: Option<ClusterIngressDesignation>,
+    /// The head of every node's projection chain, sorted by node id.
+    pub heads: Vec<ProjectionHead>,
+}
+
+/// A node's current projection with the generation it last reported applying.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredProjection {
+    /// The signed current generation.
+    pub signed: Signed<RuntimeNetworkProjection>,
+    /// The generation the node last reported applying.
+    pub applied: Option<AuthorityReference>,
+}
+
+/// One grant of a projection as the route table sees it: the destination lease, protocol, port.
+pub type GrantedDestination = (Id, Protocol, u16);
+
+/// A new generation of one node's projection, decided and signed by the domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IssuedProjection {
+    /// The signed generation; its `previous` is the head the issuer read (or none).
+    pub signed: Signed<RuntimeNetworkProjection>,
+    /// The digest of the inputs it was built from.
+    pub inputs: String,
+    /// Its grants' destinations, unique.
+    pub granted: BTreeSet<GrantedDestination>,
+    /// When it was issued, ms since the Unix epoch.
+    pub issued_at: u64,
+}
+
+/// What an application report changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppliedOutcome {
+    /// Recorded (or already recorded, or older than the one recorded).
+    Recorded,
+    /// The reference is not a kept generation of the node's chain.
+    Unknown,
+}
+
+/// A write transaction holding a cluster's lock, with the projection facts read under it
+/// ([`ProjectionStore::lock_projections`]). Ends with commit or rollback; dropped before either,
+/// it rolls back.
+#[async_trait]
+pub trait LockedProjections: Send {
+    /// The facts read under the lock.
+    fn facts(&self) -> &ProjectionFacts;
+
+    /// The current projection of each of `node_ids` that has one.
+    async fn current(&mut self, node_ids: &[NodeId]) -> Result<Vec<StoredProjection>, StoreError>;
+
+    /// Writes each generation as its node's head (guarded by the head generation the facts
+    /// hold), replaces its node's granted destinations and prunes generations before its
+    /// previous one. A head that moved answers [`StoreError::Unavailable`]; the transaction must
+    /// then not be committed.
+    async fn write(&mut self, issued: &[IssuedProjection]) -> Result<(), StoreError>;
+
+    /// The granted destinations of every node's current projection (after [`Self::write`]).
+    async fn granted(&mut self) -> Result<BTreeSet<GrantedDestination>, StoreError>;
+
+    /// The stored backends of the cluster's routes, sorted.
+    async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError>;
+
+    /// Replaces the backends of the cluster's routes and counts the route table's revision up.
+    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<(), StoreError>;
+
+    /// Commits the writes.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls back and lets go of the lock.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// Persistence of signed runtime network projections.
+#[async_trait]
+pub trait ProjectionStore: Send + Sync {
+    /// The projection facts of the cluster, read in one snapshot without a lock.
+    async fn projection_facts(&self, cluster_id: &Id) -> Result<ProjectionFacts, StoreError>;
+
+    /// A write transaction holding the cluster's lock with the facts read under it; `None` when
+    /// the cluster does not exist.
+    async fn lock_projections(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedProjections>>, StoreError>;
+
+    /// The node's current projection, if one was issued.
+    async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError>;
+
+    /// Records that the node applied `applied`, a kept generation of its chain; a report older
+    /// than the recorded one changes nothing.
+    async fn record_projection_applied(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+        applied: &AuthorityReference,
+    ) -> Result<AppliedOutcome, StoreError>;
+}
+
+/// Reads the projection facts of a cluster on one connection or transaction.
+async fn projection_facts_on(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<ProjectionFacts, StoreError> {
+    let plan = current_plan(on, cluster_id).await?;
+    if plan.is_none() {
+        // Without a plan there is no protected authority, so no projection is issued.
+        return Ok(ProjectionFacts::default());
+    }
+    let nodes = cluster_nodes(on, backend, cluster_id).await?.into_iter().map(|stored| stored.node).collect();
+    let leases = live_leases_on(on, cluster_id).await?;
+    let routes = table_routes(on, backend, cluster_id).await?;
+    let designation = cluster_designation_on(on, cluster_id).await?.flatten();
+    let heads = Statement::composed(format!(
+        "SELECT node_id, generation, digest, inputs, retains, applied_generation, applied_digest \
+         FROM runtime_network_projection_heads WHERE cluster_id = $1 ORDER BY node_id{}",
+        backend.bytewise()
+    ))
+    .text(cluster_id.as_str())
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::projection_head)
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(ProjectionFacts { plan, nodes, leases, routes, designation, heads })
+}
+
+/// The current projection of one node.
+async fn node_projection_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    node_id: &NodeId,
+) -> Result<Option<StoredProjection>, StoreError> {
+    Statement::new(
+        "SELECT p.record, p.signature, h.node_id, h.applied_generation, h.applied_digest \
+         FROM runtime_network_projection_heads h \
+         JOIN runtime_network_projections p \
+           ON p.cluster_id = h.cluster_id AND p.node_id = h.node_id AND p.generation = h.generation \
+         WHERE h.cluster_id = $1 AND h.node_id = $2",
+    )
+    .text(cluster_id.as_str())
+    .text(node_id.as_str())
+    .fetch_optional(on)
+    .await?
+    .map(|row| rows::stored_projection(&row))
+    .transpose()
+}
+
+/// Writes one issued generation as its node's head.
+async fn write_issued(
+    transaction: &mut Transaction,
+    cluster_id: &Id,
+    heads: &[ProjectionHead],
+    issued: &IssuedProjection,
+) -> Result<(), StoreError> {
+    let projection = &issued.signed.payload;
+    if projection.cluster_id != *cluster_id || projection.compute_digest() != projection.digest {
+        return Err(StoreError::Corrupt("an issued projection names another cluster or a false digest".into()));
+    }
+    let node_id = projection.node_id.as_str();
+    let head = heads.iter().find(|head| head.node_id == projection.node_id);
+    if projection.previous.as_ref() != head.map(|head| &head.reference) {
+        return Err(StoreError::Corrupt("an issued projection does not link its node's head".into()));
+    }
+    let generation = counter_to_sql(projection.generation, "projection generation")?;
+    let signature = record_text(&issued.signed.signature, "projection signature")?;
+    Statement::new(
+        "INSERT INTO runtime_network_projections \
+           (cluster_id, node_id, generation, digest, record, signature, issued_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .text(cluster_id.as_str())
+    .text(node_id)
+    .integer(generation)
+    .text(projection.digest.as_str())
+    .text(&record_text(projection, "projection")?)
+    .text(&signature)
+    .integer(counter_to_sql(issued.issued_at, "projection issue time")?)
+    .execute(transaction)
+    .await?;
+    let retains = !projection.retired_leases.is_empty() || !projection.withdrawals().is_empty();
+    let moved = match head {
+        None => {
+            Statement::new(
+                "INSERT INTO runtime_network_projection_heads \
+                   (cluster_id, node_id, generation, digest, inputs, retains) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .text(cluster_id.as_str())
+            .text(node_id)
+            .integer(generation)
+            .text(projection.digest.as_str())
+            .text(&issued.inputs)
+            .boolean(retains)
+            .execute(transaction)
+            .await?
+        }
+        Some(head) => {
+            Statement::new(
+                "UPDATE runtime_network_projection_heads SET generation = $3, digest = $4, inputs = $5, retains = $6 \
+                 WHERE cluster_id = $1 AND node_id = $2 AND generation = $7",
+            )
+            .text(cluster_id.as_str())
+            .text(node_id)
+            .integer(generation)
+            .text(projection.digest.as_str())
+            .text(&issued.inputs)
+            .boolean(retains)
+            .integer(counter_to_sql(head.reference.generation, "projection generation")?)
+            .execute(transaction)
+            .await?
+        }
+    };
+    if moved != 1 {
+        return Err(StoreError::Unavailable("a node's projection head moved while it was issued".into()));
+    }
+    // The node may still be applying the previous generation; older ones are not needed.
+    Statement::new(
+        "DELETE FROM runtime_network_projections WHERE cluster_id = $1 AND node_id = $2 AND generation < $3",
+    )
+    .text(cluster_id.as_str())
+    .text(node_id)
+    .integer(generation - 1)
+    .execute(transaction)
+    .await?;
+    Statement::new("DELETE FROM runtime_network_projection_grants WHERE cluster_id = $1 AND node_id = $2")
+        .text(cluster_id.as_str())
+        .text(node_id)
+        .execute(transaction)
+        .await?;
+    for (lease_id, protocol, port) in &issued.granted {
+        Statement::new(
+            "INSERT INTO runtime_network_projection_grants (cluster_id, node_id, lease_id, protocol, port) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id)
+        .text(lease_id.as_str())
+        .text(protocol.as_str())
+        .integer(i64::from(*port))
+        .execute(transaction)
+        .await?;
+    }
+    Ok(())
+}
+
+struct SqlLockedProjections {
+    transaction: Transaction,
+    cluster_id: Id,
+    facts: ProjectionFacts,
+}
+
+#[async_trait]
+impl LockedProjections for SqlLockedProjections {
+    fn facts(&self) -> &ProjectionFacts {
+        &self.facts
+    }
+
+    async fn current(&mut self, node_ids: &[NodeId]) -> Result<Vec<StoredProjection>, StoreError> {
+        let mut current = Vec::with_capacity(node_ids.len());
+        for node_id in node_ids {
+            if let Some(stored) = node_projection_on(&mut self.transaction, &self.cluster_id, node_id).await? {
+                current.push(stored);
+            }
+        }
+        Ok(current)
+    }
+
+    async fn write(&mut self, issued: &[IssuedProjection]) -> Result<(), StoreError> {
+        for projection in issued {
+            write_issued(&mut self.transaction, &self.cluster_id, &self.facts.heads, projection).await?;
+        }
+        Ok(())
+    }
+
+    async fn granted(&mut self) -> Result<BTreeSet<GrantedDestination>, StoreError> {
+        Statement::new("SELECT DISTINCT lease_id, protocol, port FROM runtime_network_projection_grants WHERE cluster_id = $1")
+            .text(self.cluster_id.as_str())
+            .fetch_all(&mut self.transaction)
+            .await?
+            .iter()
+            .map(rows::granted_destination)
+            .collect()
+    }
+
+    async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError> {
+        route_backends(&mut self.transaction, &self.cluster_id).await
+    }
+
+    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<(), StoreError> {
+        Statement::new("DELETE FROM ingress_route_backends WHERE cluster_id = $1")
+            .text(self.cluster_id.as_str())
+            .execute(&mut self.transaction)
+            .await?;
+        for backend in backends {
+            let address = backend.address.to_string();
+            Statement::new(
+                "INSERT INTO ingress_route_backends (cluster_id, hostname, lease_id, address, port) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .text(self.cluster_id.as_str())
+            .text(&backend.hostname)
+            .text(backend.lease_id.as_str())
+            .text(&address)
+            .integer(i64::from(backend.port))
+            .execute(&mut self.transaction)
+            .await?;
+        }
+        super::relays::bump_revision(&mut self.transaction, &self.cluster_id).await?;
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.commit().await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.transaction.rollback().await
+    }
+}
+
+#[async_trait]
+impl ProjectionStore for SqlStore {
+    async fn projection_facts(&self, cluster_id: &Id) -> Result<ProjectionFacts, StoreError> {
+        let backend = self.pool.backend();
+        let mut snapshot = self.pool.begin_snapshot().await?;
+        let facts = projection_facts_on(&mut snapshot, backend, cluster_id).await?;
+        snapshot.rollback().await?;
+        Ok(facts)
+    }
+
+    async fn lock_projections(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedProjections>>, StoreError> {
+        let backend = self.pool.backend();
+        let mut transaction = self.pool.begin_write().await?;
+        if lock_cluster(&mut transaction, backend, cluster_id).await?.is_none() {
+            transaction.rollback().await?;
+            return Ok(None);
+        }
+        let facts = projection_facts_on(&mut transaction, backend, cluster_id).await?;
+        Ok(Some(Box::new(SqlLockedProjections { transaction, cluster_id: cluster_id.clone(), facts })))
+    }
+
+    async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError> {
+        node_projection_on(&mut self.pool.connection().await?, cluster_id, node_id).await
+    }
+
+    async fn record_projection_applied(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+        applied: &AuthorityReference,
+    ) -> Result<AppliedOutcome, StoreError> {
+        if applied.id.as_str() != node_id.as_str() {
+            return Ok(AppliedOutcome::Unknown);
+        }
+        let generation = counter_to_sql(applied.generation, "projection generation")?;
+        // One statement: the reference must be a kept generation of the node's chain; a report
+        // older than the recorded one changes nothing.
+        let kept = Statement::new(
+            "SELECT 1 AS kept FROM runtime_network_projections \
+             WHERE cluster_id = $1 AND node_id = $2 AND generation = $3 AND digest = $4",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .integer(generation)
+        .text(applied.digest.as_str())
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?
+        .is_some();
+        if !kept {
+            return Ok(AppliedOutcome::Unknown);
+        }
+        Statement::new(
+            "UPDATE runtime_network_projection_heads SET applied_generation = $3, applied_digest = $4 \
+             WHERE cluster_id = $1 AND node_id = $2 \
+               AND (applied_generation IS NULL OR applied_generation < $3) \
+               AND EXISTS (SELECT 1 FROM runtime_network_projections p \
+                           WHERE p.cluster_id = $1 AND p.node_id = $2 AND p.generation = $3 AND p.digest = $4)",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .integer(generation)
+        .text(applied.digest.as_str())
+        .execute(&mut self.pool.connection().await?)
+        .await?;
+        Ok(AppliedOutcome::Recorded)
+    }
+}
