@@ -88,7 +88,10 @@ impl Follower {
         let payload: RuntimeNetworkProjection =
             verify(&signed, &self.keys).unwrap_or_else(|error| panic!("the projection verifies: {error}"));
         assert!(validate_runtime_network_projection(&signed["payload"]).is_ok());
-        let applied = self.applied.as_ref().map(|applied| serde_json::from_value::<AuthorityReferenceJson>(applied.clone()).unwrap().0);
+        let applied = self
+            .applied
+            .as_ref()
+            .map(|applied| serde_json::from_value::<AuthorityReferenceJson>(applied.clone()).unwrap().0);
         // A node that joins a chain late starts from a validated projection; from then on every
         // generation must be admitted against the one before.
         if self.accepted.is_some() || payload.generation == 1 {
@@ -125,7 +128,9 @@ struct AuthorityReferenceJson(AuthorityReference);
 impl<'de> serde::Deserialize<'de> for AuthorityReferenceJson {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(deserializer)?;
-        AuthorityReference::read(&value).map(AuthorityReferenceJson).map_err(|_| serde::de::Error::custom("a reference"))
+        AuthorityReference::read(&value)
+            .map(AuthorityReferenceJson)
+            .map_err(|_| serde::de::Error::custom("a reference"))
     }
 }
 
@@ -258,7 +263,12 @@ on_both_stores!(a_node_agent_follows_the_cluster_and_admits_every_projection, |b
         vec![(ingress_lease.clone(), web_on_two.clone(), 443), (ingress_lease.clone(), web_on_two.clone(), 8080)]
     );
     let endpoint_ids = |projection: &Value| -> Vec<String> {
-        projection["endpoints"].as_array().unwrap().iter().map(|e| e["lease"]["id"].as_str().unwrap().to_owned()).collect()
+        projection["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["lease"]["id"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(endpoint_ids(&first).len(), 3, "its own two leases and the web lease on node-2");
     let mut expected_two = vec![ingress_lease.clone(), web_on_two.clone()];
@@ -314,7 +324,10 @@ on_both_stores!(a_node_agent_follows_the_cluster_and_admits_every_projection, |b
     one.apply().await;
     two.apply().await;
     service
-        .admin_call("designateClusterIngress", designation_request("c1", "ingress", "m2", 1, reference_of(&designation)))
+        .admin_call(
+            "designateClusterIngress",
+            designation_request("c1", "ingress", "m2", 1, reference_of(&designation)),
+        )
         .await;
     let rotated = current_designation(&service).await;
     assert_ne!(rotated["digest"], designation["digest"]);
@@ -329,7 +342,8 @@ on_both_stores!(a_node_agent_follows_the_cluster_and_admits_every_projection, |b
     one.apply().await;
     let extra = json!([{ "id": "metrics", "address": "192.0.2.18", "protocol": "tcp", "port": 9100 }]);
     service.admin_call("putRuntimeNetworkAddressPlan", plan(2, extra)).await;
-    let replanned = fetch_until(&mut one, |projection| projection["protectedAuthority"]["generation"] == json!(2)).await;
+    let replanned =
+        fetch_until(&mut one, |projection| projection["protectedAuthority"]["generation"] == json!(2)).await;
     assert_eq!(replanned["protectedAuthority"]["platformEndpoints"].as_array().unwrap().len(), 4);
     assert_eq!(replanned["hostPlatformEndpointIds"], json!(["corestore", "relay-listener"]));
     fetch_until(&mut two, |projection| projection["protectedAuthority"]["generation"] == json!(2)).await;
@@ -370,11 +384,25 @@ on_both_stores!(tampered_or_unknown_key_projections_fail_verification, |backend|
     tampered["payload"]["runtimeNamespace"] = json!("ns-other");
     assert_eq!(verify::<RuntimeNetworkProjection>(&tampered, &keys).unwrap_err(), SignatureError::PayloadDigest);
     let mut resealed = tampered.clone();
-    resealed["payload"]["digest"] = json!(compute_runtime_network_projection_digest(&tampered["payload"]).unwrap().as_str());
+    resealed["payload"]["digest"] =
+        json!(compute_runtime_network_projection_digest(&tampered["payload"]).unwrap().as_str());
     assert_eq!(verify::<RuntimeNetworkProjection>(&resealed, &keys).unwrap_err(), SignatureError::BadSignature);
     let mut unknown = signed.clone();
     unknown["signature"]["keyId"] = json!(format!("sha256:{}", "0".repeat(64)));
     assert_eq!(verify::<RuntimeNetworkProjection>(&unknown, &keys).unwrap_err(), SignatureError::UnknownKey);
+
+    // The CLI prints the payload and, with --verify, the key that signed it.
+    let directory = std::env::temp_dir().join(format!("cloudly-projection-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let identity = directory.join("admin.json");
+    std::fs::write(&identity, service.admin().to_string()).unwrap();
+    let args = ["network", "projection", "--cluster", "c1", "--node", "node-1", "--verify"];
+    let printed = service.cli(&identity, &args).await;
+    let current = service
+        .admin_call("getRuntimeNetworkProjectionForNode", json!({ "clusterId": "c1", "nodeId": "node-1" }))
+        .await;
+    assert_eq!(printed["projection"], current["projection"]["payload"]);
+    assert_eq!(printed["keyId"], current["projection"]["signature"]["keyId"]);
     service.stop().await;
 });
 

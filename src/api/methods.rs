@@ -233,7 +233,9 @@ pub static METHODS: &[Method] = &[
                 let request = requests::get_runtime_network_projection(request)?;
                 let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
                 let known = request.rest()?;
-                Ok(answers::projection(controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref()))
+                Ok(answers::projection(
+                    controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref(),
+                ))
             })
         }),
         timeout: Timeout::Standard,

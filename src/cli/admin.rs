@@ -9,10 +9,10 @@ use super::documents::{RecordKind, invalid_file, member_violations, read_documen
 use super::remembered::{DesignationKey, RememberedDesignations};
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
-use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::contract::network::RuntimeNetworkProjection;
 use crate::contract::network::projection::admit_projection;
 use crate::contract::signing::{self, PublishedKey, decode_public_key};
+use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::keys::ControllerKeys;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -414,7 +414,8 @@ async fn node_projection(session: &Session, cluster: &str, node: &str, verify: b
     let answer =
         session.call("getRuntimeNetworkProjectionForNode", json!({ "clusterId": cluster, "nodeId": node })).await?;
     let signed = &answer["projection"];
-    let mut printed = json!({ "projection": signed.get("payload").cloned().unwrap_or(Value::Null), "applied": answer["applied"] });
+    let mut printed =
+        json!({ "projection": signed.get("payload").cloned().unwrap_or(Value::Null), "applied": answer["applied"] });
     if verify {
         if signed.is_null() {
             return Err(anyhow::anyhow!("node {node} of cluster {cluster} has no projection to verify").into());

@@ -23,9 +23,9 @@
 //! generations with one number.
 
 use super::Clock;
+use super::projections::ProjectionIssuer;
 use super::service_status::{blocking_verdict, refresh_statuses};
 use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
-use super::projections::ProjectionIssuer;
 use super::storage_claims::{ClaimPusher, plan_claims, planned_claims, sealed_claims, with_issued_claims};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{
@@ -336,10 +336,8 @@ pub struct AssignmentReconciler {
     keys: Arc<ControllerKeys>,
     controller: ControllerReference,
     links: Arc<NodeLinks>,
-    /// Pushes the claims a reconcile issues.
-    claims: Arc<ClaimPusher>,
-    /// Issues the projections that follow the assignments (and their leases).
-    projections: Arc<ProjectionIssuer>,
+    /// What follows a reconcile: claim pushes and projections.
+    followers: ReconcileFollowers,
     /// The shortest time between the starts of two background runs of one cluster.
     interval: Duration,
     /// The clusters with a background reconcile in flight.
@@ -351,6 +349,15 @@ struct BackgroundRun {
     requested: u64,
     /// The `requested` count that the last finished run read the facts after (so covered).
     reconciled: watch::Receiver<u64>,
+}
+
+/// What follows an assignment reconcile: the claims it issued are pushed, and the projections
+/// that follow the assignments (and their leases) are issued.
+pub struct ReconcileFollowers {
+    /// Pushes the claims a reconcile issues.
+    pub claims: Arc<ClaimPusher>,
+    /// Issues the projections.
+    pub projections: Arc<ProjectionIssuer>,
 }
 
 /// Removes a background task's entry if the task ends without doing so (a panic, or the runtime
@@ -379,21 +386,10 @@ impl AssignmentReconciler {
         keys: Arc<ControllerKeys>,
         controller: ControllerReference,
         links: Arc<NodeLinks>,
-        claims: Arc<ClaimPusher>,
-        projections: Arc<ProjectionIssuer>,
+        followers: ReconcileFollowers,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler {
-            store,
-            clock,
-            keys,
-            controller,
-            links,
-            claims,
-            projections,
-            interval,
-            running: Mutex::default(),
-        }
+        AssignmentReconciler { store, clock, keys, controller, links, followers, interval, running: Mutex::default() }
     }
 
     /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
@@ -445,7 +441,7 @@ impl AssignmentReconciler {
         locked.apply(&changes).await?;
         super::network::leases_follow_assignments(&mut *locked.leases()).await?;
         locked.commit().await?;
-        self.claims.issued(cluster_id, &claims);
+        self.followers.claims.issued(cluster_id, &claims);
         tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)
     }
@@ -502,7 +498,7 @@ impl AssignmentReconciler {
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
             // Every change that schedules a run (a designation among them) can move projections.
-            self.projections.issue_logged(&cluster_id).await;
+            self.followers.projections.issue_logged(&cluster_id).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;

@@ -258,8 +258,7 @@ impl Controller {
             keys.clone(),
             issuer,
             links.clone(),
-            claims.clone(),
-            projections.clone(),
+            assignments::ReconcileFollowers { claims: claims.clone(), projections: projections.clone() },
             milliseconds(settings.assignment_reconcile_interval_ms),
         ));
         claims.set_reconciler(Arc::downgrade(&reconciler));

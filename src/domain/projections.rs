@@ -148,12 +148,10 @@ pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
         .nodes
         .iter()
         .map(|node| {
-            let on_node = |lease: &AuthorityReference| leases.get(lease.id.as_str()).is_some_and(|l| l.node_id == node.id);
-            let grants: Vec<WorkloadIngressGrant> = grants
-                .iter()
-                .filter(|grant| on_node(&grant.source) || on_node(&grant.destination))
-                .cloned()
-                .collect();
+            let on_node =
+                |lease: &AuthorityReference| leases.get(lease.id.as_str()).is_some_and(|l| l.node_id == node.id);
+            let grants: Vec<WorkloadIngressGrant> =
+                grants.iter().filter(|grant| on_node(&grant.source) || on_node(&grant.destination)).cloned().collect();
             let mut endpoint_ids: BTreeSet<&str> =
                 facts.leases.iter().filter(|lease| lease.node_id == node.id).map(|lease| lease.id.as_str()).collect();
             for grant in &grants {
@@ -220,9 +218,7 @@ fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
 fn is_affected(head: Option<&ProjectionHead>, inputs_digest: &str) -> bool {
     match head {
         None => true,
-        Some(head) => {
-            head.inputs != inputs_digest || (head.retains && head.applied.as_ref() == Some(&head.reference))
-        }
+        Some(head) => head.inputs != inputs_digest || (head.retains && head.applied.as_ref() == Some(&head.reference)),
     }
 }
 
@@ -250,7 +246,8 @@ pub fn next_projection(
         return Err(Deferred::TooLarge);
     }
     let head = previous.map(|stored| &stored.signed.payload);
-    let applied_head = previous.is_some_and(|stored| stored.applied.as_ref() == head.map(|head| head.reference()).as_ref());
+    let applied_head =
+        previous.is_some_and(|stored| stored.applied.as_ref() == head.map(|head| head.reference()).as_ref());
     let current_ids: BTreeSet<&str> = inputs.endpoints.iter().map(|lease| lease.id.as_str()).collect();
     let mut retired: Vec<AuthorityReference> = Vec::new();
     let mut withdrawals: Vec<PacketGrant> = Vec::new();

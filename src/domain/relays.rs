@@ -9,9 +9,9 @@
 //!   token): a missing or unknown token is `principal-refused`, a known token whose connection is
 //!   superseded or expired `relay-connection-lost`.
 //! - `putClusterIngressRoute`, `deleteClusterIngressRoute` (admin) and `getClusterIngressRoutes`
-//!   (every role) write and read the route table. Its routes carry no backends yet: a backend
-//!   appears only once projections with workload ingress grants exist (`05-projection.md`), which
-//!   this controller does not issue yet, so `backends` is always `[]`.
+//!   (every role) write and read the route table. A route's backends are judged by the
+//!   projection issuer (`projections`): a target lease is one once an issued projection grants
+//!   to it on the route's protocol and port.
 //!
 //! The long poll of `getClusterIngressRouteTable` wakes on writes made in this process (a watch
 //! channel per cluster) and re-checks the store every [`ROUTE_TABLE_RECHECK`], so writes made by

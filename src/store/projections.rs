@@ -232,23 +232,23 @@ async fn write_issued(
     .execute(transaction)
     .await?;
     let retains = !projection.retired_leases.is_empty() || !projection.withdrawals().is_empty();
-    let moved = match head {
-        None => {
-            Statement::new(
-                "INSERT INTO runtime_network_projection_heads \
+    let moved =
+        match head {
+            None => {
+                Statement::new(
+                    "INSERT INTO runtime_network_projection_heads \
                    (cluster_id, node_id, generation, digest, inputs, retains) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .text(cluster_id.as_str())
-            .text(node_id)
-            .integer(generation)
-            .text(projection.digest.as_str())
-            .text(&issued.inputs)
-            .boolean(retains)
-            .execute(transaction)
-            .await?
-        }
-        Some(head) => {
-            Statement::new(
+                )
+                .text(cluster_id.as_str())
+                .text(node_id)
+                .integer(generation)
+                .text(projection.digest.as_str())
+                .text(&issued.inputs)
+                .boolean(retains)
+                .execute(transaction)
+                .await?
+            }
+            Some(head) => Statement::new(
                 "UPDATE runtime_network_projection_heads SET generation = $3, digest = $4, inputs = $5, retains = $6 \
                  WHERE cluster_id = $1 AND node_id = $2 AND generation = $7",
             )
@@ -260,9 +260,8 @@ async fn write_issued(
             .boolean(retains)
             .integer(counter_to_sql(head.reference.generation, "projection generation")?)
             .execute(transaction)
-            .await?
-        }
-    };
+            .await?,
+        };
     if moved != 1 {
         return Err(StoreError::Unavailable("a node's projection head moved while it was issued".into()));
     }
@@ -326,13 +325,15 @@ impl LockedProjections for SqlLockedProjections {
     }
 
     async fn granted(&mut self) -> Result<BTreeSet<GrantedDestination>, StoreError> {
-        Statement::new("SELECT DISTINCT lease_id, protocol, port FROM runtime_network_projection_grants WHERE cluster_id = $1")
-            .text(self.cluster_id.as_str())
-            .fetch_all(&mut self.transaction)
-            .await?
-            .iter()
-            .map(rows::granted_destination)
-            .collect()
+        Statement::new(
+            "SELECT DISTINCT lease_id, protocol, port FROM runtime_network_projection_grants WHERE cluster_id = $1",
+        )
+        .text(self.cluster_id.as_str())
+        .fetch_all(&mut self.transaction)
+        .await?
+        .iter()
+        .map(rows::granted_destination)
+        .collect()
     }
 
     async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError> {

@@ -236,7 +236,11 @@ pub(crate) async fn route_backends(
 
 /// Forgets the backends of one route (its target changed, or it is deleted); the projection
 /// issuer judges them again.
-async fn forget_backends(transaction: &mut impl HoldsConnection, cluster_id: &Id, hostname: &str) -> Result<(), StoreError> {
+async fn forget_backends(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    hostname: &str,
+) -> Result<(), StoreError> {
     Statement::new("DELETE FROM ingress_route_backends WHERE cluster_id = $1 AND hostname = $2")
         .text(cluster_id.as_str())
         .text(hostname)

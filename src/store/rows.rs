@@ -12,10 +12,10 @@ use super::designations::{DesignationSnapshot, RecordedMutation, SealedSecret};
 use super::inventory::{StoredCluster, StoredNode, StoredOrganization};
 use super::key_records::{KeyRecord, KeyRole};
 use super::migrations::AppliedMigration;
+use super::projections::{GrantedDestination, ProjectionHead, StoredProjection};
 use super::registrations::{
     IngressRegistration, RegistrationFacts, RelayConnectionReference, SessionGeneration, StoredIngressRegistration,
 };
-use super::projections::{GrantedDestination, ProjectionHead, StoredProjection};
 use super::relays::{IngressRoute, RelayConnectionState, RouteBackend, StoredRelayConnection, StoredRelayCredential};
 use super::service_status::{HeadState, RecordedStatus};
 use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
