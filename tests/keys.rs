@@ -384,6 +384,9 @@ on_both_stores!(adopting_keys_retires_the_recorded_ones, |backend| async move {
         assert_eq!(key.replaced, Some(old.key_id(role)));
     }
     assert_eq!(store.recorded_keys().await.unwrap(), new.key_records(NOW + 1));
+    // The replaced signing key stays listed with its public key, retired.
+    let replaced = KeyRecord { retired_at_ms: Some(NOW + 1), ..old.key_records(NOW)[1].clone() };
+    assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), [replaced, new.key_records(NOW + 1)[1].clone()]);
     assert_eq!(open_keys_for_store(&new_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
     let error = open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap_err();
     assert!(matches!(error, KeyError::Retired { role: KeyRole::Identity, .. }), "{error}");

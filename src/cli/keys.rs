@@ -11,9 +11,10 @@ use serde_json::json;
 use std::process::ExitCode;
 
 /// What the operator is told before adopting, and why the confirmation flag is required.
-const CONSEQUENCES: &str = "adopting keys makes every identity issued, every record signed and every secret sealed \
-     with a replaced key unusable (administrators, nodes and ingress need new ones); restore keys/ from a backup \
-     instead if you can. Stop every controller of this store first. To adopt anyway, add \
+const CONSEQUENCES: &str = "adopting keys makes every identity issued and every secret sealed with a replaced key \
+     unusable (administrators and ingress need new ones; records signed with a replaced signing key still verify, \
+     as it stays listed as retired); restore keys/ from a backup instead if you can, and use `cloudly keys rotate` \
+     for a routine signing key rotation. Stop every controller of this store first. To adopt anyway, add \
      --i-understand-old-keys-stop-working";
 
 /// `cloudly keys …`.
