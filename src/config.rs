@@ -110,6 +110,10 @@ pub struct ServeConfig {
     /// designations, in ms (a burst of designations is re-issued about once per interval).
     #[arg(long, env = "CLOUDLY_ASSIGNMENT_RECONCILE_INTERVAL_MS", default_value_t = 100)]
     pub assignment_reconcile_interval_ms: u64,
+    /// How often this process checks the store's signing key in use without being told (after
+    /// `cloudly keys rotate` on SQLite, or a missed PostgreSQL notification), in ms.
+    #[arg(long, env = "CLOUDLY_SIGNING_KEY_CHECK_MS", default_value_t = 10_000)]
+    pub signing_key_check_ms: u64,
     /// Overrides of the `retryAfterMs` of `registerClusterIngress` refusals, as `reason=ms` pairs
     /// separated by commas (`not-ready=10000,conflict=2000`), each from 1000 to 300000; reasons
     /// not named keep the spec's defaults.
@@ -168,6 +172,10 @@ impl ServeConfig {
         let controller_id = crate::contract::Id::parse(&self.controller_id)
             .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
         anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
+        anyhow::ensure!(
+            (100..=3_600_000).contains(&self.signing_key_check_ms),
+            "--signing-key-check-ms must be from 100 to 3600000"
+        );
         let registration_retry_after =
             crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
@@ -193,6 +201,7 @@ impl ServeConfig {
             relay_lease_ms: self.relay_lease_ms,
             registration_retry_after,
             assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
+            signing_key_check_ms: self.signing_key_check_ms,
             retention,
             ..crate::domain::ControllerSettings::default()
         })
@@ -223,6 +232,7 @@ impl ServeConfig {
             "controllerId": self.controller_id,
             "relayLeaseMs": self.relay_lease_ms,
             "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,
+            "signingKeyCheckMs": self.signing_key_check_ms,
             "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
             "keys": self.store.data_dir.join("keys").display().to_string(),

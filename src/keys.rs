@@ -22,11 +22,21 @@
 //! Key files are written before they are recorded, so a record never names a key that no data
 //! directory holds; a start that loses the race to record (another controller with other keys
 //! recorded first) removes the key files it created and is refused. Only `cloudly keys adopt`
-//! ([`adopt_keys_for_store`]) replaces a store's recorded keys.
+//! ([`adopt_keys_for_store`]) and `cloudly keys rotate` ([`rotate_signing_key`]) replace a store's
+//! recorded keys.
+//!
+//! **Rotating the signing key** ([`rotate_signing_key`]) runs beside running controllers: the new
+//! key is written to `keys/signing.ed25519.next` (which also keeps a second rotation out), then
+//! recorded as the key in use with the old one retired (one compare-and-swap in the store, which
+//! keeps the old public key so earlier signatures still verify), then renamed over
+//! `keys/signing.ed25519` — the old private key is gone. A rotation interrupted after it recorded
+//! the key leaves `signing.ed25519.next` holding the key in use: controllers sign with it from
+//! there, and the next `cloudly keys rotate` only finishes the rename. A running controller finds
+//! the new key through [`DataDirSigningKeys`] when the store tells it of the rotation.
 
 use crate::contract::signing::key_id;
 use crate::store::{KeyRecord, KeyRecordStore, KeyRole, StoreError};
-use ed25519_dalek::SigningKey;
+use ed25519_dalek::{SigningKey, VerifyingKey};
 use secrecy::{ExposeSecret, SecretBox};
 use sha2::{Digest as _, Sha256};
 use std::fs;
@@ -37,6 +47,9 @@ use std::path::{Path, PathBuf};
 const RESTORE_KEYS: &str = "restore keys/ from this deployment's backup, or copy keys/ from a controller running on \
      this store (every controller of one store uses the same keys); only `cloudly keys adopt` replaces a store's \
      keys, and every identity, signature and sealed secret made with the old ones stops working";
+
+/// Where an interrupted or running rotation keeps the next signing key, beside `signing.ed25519`.
+pub const PENDING_SIGNING_FILE: &str = "signing.ed25519.next";
 
 /// The label hashed before the secret key into its key id ([`secret_key_id`]).
 const SECRET_KEY_ID_LABEL: &[u8] = b"cloudly/secret-key-id/v1\n";
@@ -128,7 +141,9 @@ pub enum KeyError {
     },
     /// A key file holds a key the store recorded as retired.
     #[error(
-        "key file {path} holds {role} key {file_key_id}, which this store retired; refusing to start: {RESTORE_KEYS}"
+        "key file {path} holds {role} key {file_key_id}, which this store retired (`cloudly keys rotate` or \
+         `cloudly keys adopt`); refusing to start: copy keys/ from a controller running on this store (after a \
+         rotation, the data directory it ran in holds the key in use)"
     )]
     Retired {
         /// The file.
@@ -137,6 +152,38 @@ pub enum KeyError {
         role: KeyRole,
         /// The key id of the file's key.
         file_key_id: String,
+    },
+    /// The store records no controller keys, so there is nothing to rotate.
+    #[error("this store records no controller keys: start `cloudly serve` once with this data directory first")]
+    NotRecorded,
+    /// A rotation's pending key file holds a key the store does not use.
+    #[error(
+        "key file {path} holds signing key {key_id}, which this store does not use: another `cloudly keys rotate` \
+         is running, or one stopped before it recorded the key; if none is running, remove the file and run again"
+    )]
+    RotationPending {
+        /// The pending file.
+        path: PathBuf,
+        /// The key id of its key.
+        key_id: String,
+    },
+    /// The store's signing key changed while a rotation ran; the rotation changed nothing.
+    #[error(
+        "the store's signing key changed while this rotation ran (another rotation or `cloudly keys adopt` came \
+         first); nothing was changed: run `cloudly keys rotate` again with a data directory holding the key in use"
+    )]
+    RotatedMeanwhile,
+    /// This data directory does not hold the signing key the store uses.
+    #[error(
+        "key file {path} does not hold signing key {key_id}, which this store uses (after `cloudly keys rotate`): \
+         copy keys/signing.ed25519 from the data directory the rotation ran in; this controller signs nothing \
+         until it holds that key"
+    )]
+    SigningKeyNotHeld {
+        /// The signing key file.
+        path: PathBuf,
+        /// The key id the store records as in use.
+        key_id: String,
     },
     /// The store did not answer while the keys were checked or recorded.
     #[error("the controller keys could not be checked against the store: {0}")]
@@ -226,11 +273,26 @@ impl ControllerKeys {
         }
     }
 
-    /// The records of these keys, recorded at `now_ms`, in role order.
+    /// The public key of the key of `role` (`None` for the secret key).
+    pub fn public_key(&self, role: KeyRole) -> Option<VerifyingKey> {
+        match role {
+            KeyRole::Identity => Some(self.identity.verifying_key()),
+            KeyRole::Signing => Some(self.signing.verifying_key()),
+            KeyRole::Secret => None,
+        }
+    }
+
+    /// The records of these keys, in use, recorded at `now_ms`, in role order.
     pub fn key_records(&self, now_ms: u64) -> Vec<KeyRecord> {
         KeyRole::ALL
             .into_iter()
-            .map(|role| KeyRecord { role, key_id: self.key_id(role), recorded_at_ms: now_ms })
+            .map(|role| KeyRecord {
+                role,
+                key_id: self.key_id(role),
+                recorded_at_ms: now_ms,
+                public_key: self.public_key(role),
+                retired_at_ms: None,
+            })
             .collect()
     }
 }
@@ -240,6 +302,12 @@ impl ControllerKeys {
 pub enum KeysOpened {
     /// Every key was recorded, and each matches its record.
     Matched,
+    /// Every key was recorded and matches its record, the signing key in `pending` (a
+    /// `cloudly keys rotate` that recorded it but did not rename it over `signing.ed25519`).
+    MatchedUnfinishedRotation {
+        /// `keys/signing.ed25519.next`.
+        pending: PathBuf,
+    },
     /// Keys were recorded now: the store held no data (its first start; `created` names the key
     /// files created for it), or it held data written before keys were recorded
     /// (`store_held_data`: the upgrade path; nothing is created then).
@@ -276,22 +344,16 @@ pub async fn open_keys_for_store(
         }
         created = found.create_missing()?;
     }
-    let keys = found.keys();
+    let mut keys = found.keys();
     // A recorded key that differs refuses the start before anything is written.
-    for role in KeyRole::ALL {
-        if let Some(recorded) = recorded_id(role)
-            && *recorded != keys.key_id(role)
-        {
-            return Err(KeyError::Mismatch {
-                path: found.path(role),
-                role,
-                file_key_id: keys.key_id(role),
-                recorded_key_id: recorded.clone(),
-            });
-        }
-    }
+    let pending = check_against_records(&found, &mut keys, store, &recorded).await?;
     if KeyRole::ALL.into_iter().all(|role| recorded_id(role).is_some()) {
-        return Ok((keys, KeysOpened::Matched));
+        record_missing_public_keys(store, &keys, &recorded).await?;
+        let opened = match pending {
+            Some(pending) => KeysOpened::MatchedUnfinishedRotation { pending },
+            None => KeysOpened::Matched,
+        };
+        return Ok((keys, opened));
     }
     // Insert-if-absent, then compare: of racing controllers, one key set is recorded. A store
     // error leaves created files in place: the commit may have happened with only its answer lost.
@@ -321,6 +383,58 @@ pub async fn open_keys_for_store(
         }
     }
     Ok((keys, KeysOpened::Recorded { created, store_held_data }))
+}
+
+/// Refuses keys that are not the recorded ones: a key file holding another key than its role's
+/// recorded key in use is [`KeyError::Retired`] when the store retired that key, else
+/// [`KeyError::Mismatch`]. A signing key file that holds the retired key while the pending file
+/// of an interrupted rotation holds the key in use is not refused: `keys` signs with the pending
+/// key, whose path is answered.
+async fn check_against_records(
+    found: &KeyFiles,
+    keys: &mut ControllerKeys,
+    store: &dyn KeyRecordStore,
+    recorded: &[KeyRecord],
+) -> Result<Option<PathBuf>, KeyError> {
+    let mut pending = None;
+    for role in KeyRole::ALL {
+        let Some(record) = recorded.iter().find(|record| record.role == role) else { continue };
+        let file_key_id = keys.key_id(role);
+        if record.key_id == file_key_id {
+            continue;
+        }
+        if role == KeyRole::Signing
+            && let Some(key) = found.pending.map(|bytes| SigningKey::from_bytes(&bytes))
+            && key_id(&key.verifying_key()) == record.key_id
+        {
+            keys.signing = key;
+            pending = Some(found.pending_path());
+            continue;
+        }
+        let retired = store.key_history(role).await?.into_iter().any(|history| history.key_id == file_key_id);
+        let path = found.path(role);
+        return Err(if retired {
+            KeyError::Retired { path, role, file_key_id }
+        } else {
+            KeyError::Mismatch { path, role, file_key_id, recorded_key_id: record.key_id.clone() }
+        });
+    }
+    Ok(pending)
+}
+
+/// Records the public key of each recorded Ed25519 key in use that has none yet (recorded before
+/// public keys were); `recorded` matches `keys`.
+async fn record_missing_public_keys(
+    store: &dyn KeyRecordStore,
+    keys: &ControllerKeys,
+    recorded: &[KeyRecord],
+) -> Result<(), KeyError> {
+    for record in recorded.iter().filter(|record| record.public_key.is_none()) {
+        if let Some(public_key) = keys.public_key(record.role) {
+            store.record_public_key(record.role, &record.key_id, &public_key).await?;
+        }
+    }
+    Ok(())
 }
 
 /// What `cloudly keys adopt` changed for one role.
@@ -363,6 +477,107 @@ pub async fn adopt_keys_for_store(
         .collect())
 }
 
+/// What `cloudly keys rotate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningKeyRotation {
+    /// The signing key in use now.
+    pub key_id: String,
+    /// When it was recorded, ms since the Unix epoch.
+    pub active_since: u64,
+    /// The key it replaced and when that was retired; `None` when this run only finished an
+    /// interrupted rotation.
+    pub retired: Option<(String, u64)>,
+}
+
+/// `cloudly keys rotate`: a new signing key in use, the old one retired (see the module
+/// documentation). The data directory's keys must be the store's. Running controllers are told
+/// by the caller ([`crate::store::SignalStore::notify_keys_changed`]).
+pub async fn rotate_signing_key(
+    data_dir: &Path,
+    store: &dyn KeyRecordStore,
+    now_ms: u64,
+) -> Result<SigningKeyRotation, KeyError> {
+    let found = KeyFiles::read(data_dir)?;
+    if let Some(role) = found.first_missing() {
+        return Err(KeyError::Missing(found.path(role)));
+    }
+    let recorded = store.recorded_keys().await?;
+    let in_use = recorded.iter().find(|record| record.role == KeyRole::Signing).ok_or(KeyError::NotRecorded)?;
+    if let Some(pending) = found.pending.map(|bytes| SigningKey::from_bytes(&bytes)) {
+        let pending_id = key_id(&pending.verifying_key());
+        if pending_id != in_use.key_id {
+            return Err(KeyError::RotationPending { path: found.pending_path(), key_id: pending_id });
+        }
+        found.finish_rotation()?;
+        return Ok(SigningKeyRotation { key_id: pending_id, active_since: in_use.recorded_at_ms, retired: None });
+    }
+    let mut keys = found.keys();
+    check_against_records(&found, &mut keys, store, &recorded).await?;
+    let mut bytes = [0u8; 32];
+    os_random(&mut bytes)?;
+    let next = SigningKey::from_bytes(&bytes);
+    let next_id = key_id(&next.verifying_key());
+    // The pending file is also the lock: a second rotation finds it and stops.
+    if !create_key_file(&found.pending_path(), &bytes)? {
+        let held = read_key_file(&found.pending_path())?.map(|bytes| SigningKey::from_bytes(&bytes));
+        let key_id = held.map_or_else(String::new, |held| key_id(&held.verifying_key()));
+        return Err(KeyError::RotationPending { path: found.pending_path(), key_id });
+    }
+    sync_directory(&found.dir)?;
+    let retiring = KeyRecord { public_key: Some(keys.signing.verifying_key()), ..in_use.clone() };
+    let record = KeyRecord {
+        role: KeyRole::Signing,
+        key_id: next_id.clone(),
+        recorded_at_ms: now_ms,
+        public_key: Some(next.verifying_key()),
+        retired_at_ms: None,
+    };
+    // A store error keeps the pending file: the commit may have happened with only its answer
+    // lost, and the next run finishes the rotation or names the file.
+    if !store.rotate_recorded_key(&retiring, &record, now_ms).await? {
+        let _ = fs::remove_file(found.pending_path());
+        return Err(KeyError::RotatedMeanwhile);
+    }
+    found.finish_rotation()?;
+    Ok(SigningKeyRotation { key_id: next_id, active_since: now_ms, retired: Some((in_use.key_id.clone(), now_ms)) })
+}
+
+/// Where a running controller finds the private key of the signing key the store uses after a
+/// rotation.
+pub trait SigningKeySource: Send + Sync {
+    /// The signing key whose key id is `key_id`, or why it is not held.
+    fn signing_key(&self, key_id: &str) -> Result<SigningKey, KeyError>;
+}
+
+/// The signing keys of a data directory: `keys/signing.ed25519`, then the pending file of a
+/// rotation in progress or interrupted (`keys/signing.ed25519.next`).
+#[derive(Debug, Clone)]
+pub struct DataDirSigningKeys {
+    keys_dir: PathBuf,
+}
+
+impl DataDirSigningKeys {
+    /// The signing keys under `<data_dir>/keys`.
+    pub fn new(data_dir: &Path) -> DataDirSigningKeys {
+        DataDirSigningKeys { keys_dir: data_dir.join("keys") }
+    }
+}
+
+impl SigningKeySource for DataDirSigningKeys {
+    fn signing_key(&self, wanted: &str) -> Result<SigningKey, KeyError> {
+        for name in [key_file_name(KeyRole::Signing), PENDING_SIGNING_FILE] {
+            if let Some(bytes) = read_key_file(&self.keys_dir.join(name))? {
+                let key = SigningKey::from_bytes(&bytes);
+                if key_id(&key.verifying_key()) == wanted {
+                    return Ok(key);
+                }
+            }
+        }
+        let path = self.keys_dir.join(key_file_name(KeyRole::Signing));
+        Err(KeyError::SigningKeyNotHeld { path, key_id: wanted.to_owned() })
+    }
+}
+
 /// The key files of a data directory as found: each role's key, or `None` when its file does
 /// not exist.
 struct KeyFiles {
@@ -372,6 +587,8 @@ struct KeyFiles {
     dir_existed: bool,
     /// The keys, in [`KeyRole::ALL`] order.
     keys: [Option<[u8; 32]>; 3],
+    /// The next signing key of a rotation in progress or interrupted ([`PENDING_SIGNING_FILE`]).
+    pending: Option<[u8; 32]>,
 }
 
 impl KeyFiles {
@@ -383,7 +600,25 @@ impl KeyFiles {
         for (slot, role) in keys.iter_mut().zip(KeyRole::ALL) {
             *slot = read_key_file(&dir.join(key_file_name(role)))?;
         }
-        Ok(KeyFiles { dir_existed: dir.exists(), dir, keys })
+        let pending = read_key_file(&dir.join(PENDING_SIGNING_FILE))?;
+        Ok(KeyFiles { dir_existed: dir.exists(), dir, keys, pending })
+    }
+
+    fn pending_path(&self) -> PathBuf {
+        self.dir.join(PENDING_SIGNING_FILE)
+    }
+
+    /// Renames the pending signing key over `signing.ed25519` (atomic: a reader finds the old key
+    /// or the new one, and the pending file until then) and makes it durable. A pending file
+    /// already renamed (by a racing run) is not an error.
+    fn finish_rotation(&self) -> Result<(), KeyError> {
+        let target = self.path(KeyRole::Signing);
+        match fs::rename(self.pending_path(), &target) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(KeyError::Io { path: target, source }),
+        }
+        sync_directory(&self.dir)
     }
 
     fn index(role: KeyRole) -> usize {

@@ -5,7 +5,7 @@ use crate::config::{LogFormat, ServeConfig, StoreConfig};
 use crate::contract::Id;
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
 use crate::domain::{Clock, Controller, ControllerSettings, SystemClock};
-use crate::keys::{KeysOpened, open_keys_for_store, write_new_private_file};
+use crate::keys::{DataDirSigningKeys, KeysOpened, open_keys_for_store, write_new_private_file};
 use crate::store::SharedStore;
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -48,6 +48,12 @@ pub async fn open_controller(
     let keys_dir = config.data_dir.join("keys");
     match &opened {
         KeysOpened::Matched => tracing::info!(keys = %keys_dir.display(), "controller keys match the store's"),
+        KeysOpened::MatchedUnfinishedRotation { pending } => tracing::warn!(
+            keys = %keys_dir.display(),
+            pending = %pending.display(),
+            "controller keys match the store's, the signing key in the file of an unfinished rotation: \
+             run `cloudly keys rotate` again to finish it (it rotates nothing else)"
+        ),
         KeysOpened::Recorded { store_held_data: true, .. } => tracing::warn!(
             keys = %keys_dir.display(),
             "controller keys recorded for a store written before key ids were recorded: \
@@ -60,7 +66,9 @@ pub async fn open_controller(
             tracing::info!(keys = %keys_dir.display(), "controller keys recorded for an empty store")
         }
     }
-    Ok((Arc::new(Controller::with_settings(store, Arc::new(keys), clock, settings)), opened))
+    let controller = Controller::with_settings(store, Arc::new(keys), clock, settings);
+    controller.signing.set_source(Arc::new(DataDirSigningKeys::new(&config.data_dir)));
+    Ok((Arc::new(controller), opened))
 }
 
 /// Writes `<data dir>/admin-identity.json` (mode 0600) unless it exists. Answers its path and
@@ -125,6 +133,8 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     let controller = state.controller.clone();
     let draining = controller.clone();
     let app = api::router(state.clone());
+    // Subscribed before the first request, so no signal of this server's own writes is lost.
+    let signals = controller.spawn_signal_follower();
     let task = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -135,6 +145,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
         let served = api::limits::serve(listener, app, limits, shutdown).await;
         // The background assignment reconciles of the last requests finish too.
         controller.all_assignments_settled().await;
+        signals.abort();
         served
     });
     Ok(RunningServer { address, state, stop, task })

@@ -4,22 +4,32 @@
 //! recorded only for an empty store; racing first starts record one key set and the loser leaves
 //! no key file behind; `cloudly keys adopt` is the one way to new keys. The decisions of
 //! `open_keys_for_store` are also run directly against a store, including a lost race made
-//! deterministic.
+//! deterministic. `cloudly keys rotate` beside a serving controller: both keys listed by
+//! `getControllerSigningKeys`, what the old key signed still verifies, what follows is signed
+//! with the new key, and a start with the retired key is refused; an interrupted rotation is
+//! signed from its pending file and finished by the next `keys rotate`.
 
 #[macro_use]
 mod support;
 
 use async_trait::async_trait;
 use cloudly::contract::Id;
+use cloudly::contract::assignment::RuntimeAssignment;
 use cloudly::contract::inventory::Organization;
-use cloudly::keys::{ControllerKeys, KeyError, KeysOpened, adopt_keys_for_store, key_file_name, open_keys_for_store};
-use cloudly::store::{KeyRecord, KeyRecordStore, KeyRole, SharedStore, SqlStore, StoreError};
+use cloudly::contract::signing::{PublishedKey, SignatureError, decode_public_key, signed_to_value, verify};
+use cloudly::contract::storage_claim::RuntimeLocalStorageClaim;
+use cloudly::keys::{
+    ControllerKeys, DataDirSigningKeys, KeyError, KeysOpened, PENDING_SIGNING_FILE, SigningKeySource,
+    adopt_keys_for_store, key_file_name, open_keys_for_store, rotate_signing_key,
+};
+use cloudly::store::{KeyRecord, KeyRecordStore, KeyRole, SharedStore, SqlStore, StorageClaimStore, StoreError};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 use support::database::{Backend, TestDatabase};
-use support::process::{Scratch, start};
+use support::node_agent::{NodeAgent, WAIT};
+use support::process::{Scratch, Serving, start, start_with};
 
 const NOW: u64 = 1_767_225_600_000;
 
@@ -284,6 +294,28 @@ impl KeyRecordStore for RecordedMeanwhile {
     async fn replace_recorded_keys(&self, keys: &[KeyRecord], now_ms: u64) -> Result<Vec<KeyRecord>, StoreError> {
         self.store.replace_recorded_keys(keys, now_ms).await
     }
+
+    async fn key_history(&self, role: KeyRole) -> Result<Vec<KeyRecord>, StoreError> {
+        self.store.key_history(role).await
+    }
+
+    async fn record_public_key(
+        &self,
+        role: KeyRole,
+        key_id: &str,
+        public_key: &ed25519_dalek::VerifyingKey,
+    ) -> Result<(), StoreError> {
+        self.store.record_public_key(role, key_id, public_key).await
+    }
+
+    async fn rotate_recorded_key(
+        &self,
+        retiring: &KeyRecord,
+        next: &KeyRecord,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.store.rotate_recorded_key(retiring, next, now_ms).await
+    }
 }
 
 on_both_stores!(losing_the_race_to_record_removes_the_key_files_it_created, |backend| async move {
@@ -352,12 +384,265 @@ on_both_stores!(adopting_keys_retires_the_recorded_ones, |backend| async move {
         assert_eq!(key.replaced, Some(old.key_id(role)));
     }
     assert_eq!(store.recorded_keys().await.unwrap(), new.key_records(NOW + 1));
+    // The replaced signing key stays listed with its public key, retired.
+    let replaced = KeyRecord { retired_at_ms: Some(NOW + 1), ..old.key_records(NOW)[1].clone() };
+    assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), [replaced, new.key_records(NOW + 1)[1].clone()]);
     assert_eq!(open_keys_for_store(&new_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
     let error = open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap_err();
-    assert!(matches!(error, KeyError::Mismatch { role: KeyRole::Identity, .. }), "{error}");
+    assert!(matches!(error, KeyError::Retired { role: KeyRole::Identity, .. }), "{error}");
     // Adopting a retired key again brings it back into use.
     adopt_keys_for_store(&old_dir, store.as_ref(), NOW + 2).await.unwrap();
     assert_eq!(open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    drop(scratch);
+    database.drop_now().await;
+});
+
+// ---------------------------------------------------------------------------------------------
+// Rotating the signing key.
+
+/// `getControllerSigningKeys` of `serving`: the listed keys, and each as a verification key
+/// (checking that its key id is the SHA-256 of its public key).
+async fn published_keys(serving: &Serving) -> (Vec<Value>, Vec<PublishedKey>) {
+    let answer = serving.client().call("getControllerSigningKeys", json!({})).await.unwrap();
+    let listed = answer["keys"].as_array().unwrap().clone();
+    let published = listed
+        .iter()
+        .map(|key| {
+            let published = PublishedKey::new(decode_public_key(key["publicKey"].as_str().unwrap()).unwrap());
+            assert_eq!(key["keyId"], published.key_id, "{key}");
+            published
+        })
+        .collect();
+    (listed, published)
+}
+
+/// A volume for the claim the spec below issues.
+fn volume(mount: &str) -> Value {
+    json!({ "id": "data", "mountPath": mount, "readOnly": false, "driver": "local", "driverOptions": [],
+            "mountOptions": [], "initialization": { "kind": "empty", "ownership": { "uid": 1, "gid": 1, "mode": 448 } } })
+}
+
+/// Service `db` on node-1 with `image` and one volume mounted at `mount`.
+fn db_spec(image: &str, mount: &str, expected: Value) -> Value {
+    json!({ "spec": { "clusterId": "c1", "serviceId": "db", "organizationId": "org", "image": image, "replicas": 1,
+        "placement": { "nodeIds": ["node-1"] }, "ports": [], "environment": [], "volumes": [volume(mount)] },
+        "expectedRevision": expected })
+}
+
+/// The node's one assignment, signed, as the node gets it.
+async fn signed_assignment(agent: &NodeAgent, session: &Value) -> Value {
+    let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    assert_eq!(answer["assignments"].as_array().unwrap().len(), 1, "{answer}");
+    answer["assignments"][0].clone()
+}
+
+/// The cluster's one claim head, signed, as the store keeps it.
+async fn signed_claim(database: &TestDatabase) -> Value {
+    let store = SqlStore::connect(&database.url).await.unwrap();
+    let heads = store.claim_heads(&Id::parse("c1").unwrap()).await.unwrap();
+    store.close().await;
+    assert_eq!(heads.readable.len(), 1);
+    signed_to_value(&heads.readable[0].signed)
+}
+
+on_both_stores!(
+    a_rotated_signing_key_signs_what_follows_and_what_the_old_one_signed_still_verifies,
+    |backend| async move {
+        let database = TestDatabase::create(backend).await;
+        let scratch = Scratch::new("cloudly-keys");
+        let data_dir = scratch.join("data");
+        let serving = start_with(&data_dir, &database.url, &[("CLOUDLY_SIGNING_KEY_CHECK_MS", "200")]).serving();
+        let admin = async |method: &str, request: Value| {
+            serving.call_as_admin(method, request).await.unwrap_or_else(|error| panic!("{method}: {error}"))
+        };
+        admin("putOrganization", organization()).await;
+        admin("putCluster", cluster()).await;
+        let node = admin(
+            "putClusterNode",
+            json!({ "clusterId": "c1",
+        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
+        )
+        .await;
+        let bearer = node["bearer"].as_str().unwrap().to_owned();
+        admin("putServiceRuntimeSpec", db_spec("registry.example/db:1", "/data", Value::Null)).await;
+        let agent = NodeAgent::connect_to(&serving.base_url).await;
+        let session = agent.open("c1", "node-1", &bearer).await;
+        let before = signed_assignment(&agent, &session).await;
+        let claim_before = signed_claim(&database).await;
+        let old_id = documented_key_ids(&ControllerKeys::load(&data_dir).unwrap())["signing"].clone();
+        let (listed, _) = published_keys(&serving).await;
+        assert_eq!(listed.len(), 1);
+        assert_eq!((&listed[0]["keyId"], &listed[0]["retiredAt"]), (&json!(old_id), &Value::Null));
+        assert_eq!(before["signature"]["keyId"], json!(old_id));
+        assert_eq!(claim_before["signature"]["keyId"], json!(old_id));
+        std::fs::copy(data_dir.join("keys/signing.ed25519"), scratch.join("old-signing")).unwrap();
+
+        // The rotation runs beside the serving controller.
+        let rotated = cloudly(&data_dir, &database.url, &["keys", "rotate"]);
+        assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+        let rotated: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+        let new_id = rotated["signing"]["keyId"].as_str().unwrap().to_owned();
+        assert_eq!(rotated["retired"]["keyId"], json!(old_id));
+        assert_ne!(new_id, old_id);
+        assert_eq!(documented_key_ids(&ControllerKeys::load(&data_dir).unwrap())["signing"], new_id);
+        assert_eq!(
+            key_files(&data_dir),
+            ["identity.ed25519", "secret.key", "signing.ed25519"],
+            "no pending file is left"
+        );
+        let recorded = recorded_key_ids(&database).await;
+        assert_eq!(recorded["signing"], new_id);
+        assert_eq!(recorded["identity"], documented_key_ids(&ControllerKeys::load(&data_dir).unwrap())["identity"]);
+
+        // Both keys are listed, sorted by key id, the old one retired; what it signed still verifies.
+        let (listed, published) = published_keys(&serving).await;
+        let ids: Vec<&str> = listed.iter().map(|key| key["keyId"].as_str().unwrap()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!((ids.len(), &ids), (2, &sorted), "sorted by keyId");
+        let listed_key = |id: &str| listed.iter().find(|key| key["keyId"] == id).unwrap().clone();
+        assert_eq!(listed_key(&old_id)["retiredAt"], rotated["retired"]["retiredAt"]);
+        assert_eq!(listed_key(&new_id)["retiredAt"], Value::Null);
+        assert_eq!(listed_key(&new_id)["activeSince"], rotated["signing"]["activeSince"]);
+        verify::<RuntimeAssignment>(&before, &published).expect("an assignment signed before the rotation verifies");
+        verify::<RuntimeLocalStorageClaim>(&claim_before, &published)
+            .expect("a claim signed before the rotation verifies");
+        assert_eq!(
+            verify::<RuntimeAssignment>(&before, &published[..0]).unwrap_err(),
+            SignatureError::UnknownKey,
+            "verification needs the published list"
+        );
+
+        // The controller signs with the new key once it saw the rotation (told at once on
+        // PostgreSQL, within its check interval on SQLite).
+        assert!(serving.log_shows("signing with the store's signing key in use", WAIT).await, "{}", serving.log());
+        admin("putServiceRuntimeSpec", db_spec("registry.example/db:2", "/srv/data", json!(1))).await;
+        let after = signed_assignment(&agent, &session).await;
+        assert_eq!(after["payload"]["generation"], json!(2));
+        assert_eq!(after["signature"]["keyId"], json!(new_id));
+        verify::<RuntimeAssignment>(&after, &published).unwrap();
+        let claim_after = signed_claim(&database).await;
+        assert_eq!(
+            (&claim_after["payload"]["generation"], &claim_after["signature"]["keyId"]),
+            (&json!(2), &json!(new_id))
+        );
+        verify::<RuntimeLocalStorageClaim>(&claim_after, &published).unwrap();
+        drop(agent);
+        serving.terminate();
+
+        // A restart with the rotated keys starts and lists both keys.
+        let again = start(&data_dir, &database.url).serving();
+        assert!(again.log().contains("controller keys match the store's"), "{}", again.log());
+        assert_eq!(published_keys(&again).await.0, listed);
+        again.terminate();
+        // One with the key from before the rotation is refused, naming the file and the retired key.
+        let signing = data_dir.join("keys/signing.ed25519");
+        std::fs::rename(&signing, scratch.join("new-signing")).unwrap();
+        std::fs::copy(scratch.join("old-signing"), &signing).unwrap();
+        let (status, log) = start(&data_dir, &database.url).refused();
+        assert!(!status.success());
+        let expected = format!("key file {} holds signing key {old_id}, which this store retired", signing.display());
+        assert!(log.contains(&expected), "{log}");
+        std::fs::rename(scratch.join("new-signing"), &signing).unwrap();
+        start(&data_dir, &database.url).serving().terminate();
+        drop(scratch);
+        database.drop_now().await;
+    }
+);
+
+on_both_stores!(
+    an_interrupted_rotation_signs_from_its_pending_file_until_the_next_rotate_finishes_it,
+    |backend| async move {
+        let (store, database) = migrated(backend).await;
+        let scratch = Scratch::new("cloudly-keys");
+        let data_dir = scratch.join("data");
+        let (old, _) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+        let pending = data_dir.join("keys").join(PENDING_SIGNING_FILE);
+
+        // A pending file holding a key the store does not use keeps every rotation out.
+        let stray = ControllerKeys::generate().unwrap();
+        std::fs::write(&pending, format!("{}\n", hex(&stray.signing.to_bytes()))).unwrap();
+        let error = rotate_signing_key(&data_dir, store.as_ref(), NOW + 1).await.unwrap_err();
+        assert!(matches!(&error, KeyError::RotationPending { path, .. } if path == &pending), "{error}");
+        assert!(error.to_string().contains(&stray.key_id(KeyRole::Signing)), "{error}");
+        assert_eq!(store.recorded_keys().await.unwrap(), old.key_records(NOW), "nothing was recorded");
+        assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+
+        // A rotation that recorded its key and stopped before the rename: the store uses the
+        // pending key, which controllers sign with from there.
+        let in_use = store.recorded_keys().await.unwrap()[1].clone();
+        let next = KeyRecord {
+            key_id: stray.key_id(KeyRole::Signing),
+            public_key: stray.public_key(KeyRole::Signing),
+            recorded_at_ms: NOW + 2,
+            ..in_use.clone()
+        };
+        assert!(store.rotate_recorded_key(&in_use, &next, NOW + 2).await.unwrap());
+        let (keys, opened) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+        assert_eq!(opened, KeysOpened::MatchedUnfinishedRotation { pending: pending.clone() });
+        assert_eq!(keys.key_id(KeyRole::Signing), stray.key_id(KeyRole::Signing));
+        let source = DataDirSigningKeys::new(&data_dir);
+        assert_eq!(source.signing_key(&stray.key_id(KeyRole::Signing)).unwrap().to_bytes(), stray.signing.to_bytes());
+        let unknown = source.signing_key("sha256:unknown").unwrap_err();
+        assert!(matches!(unknown, KeyError::SigningKeyNotHeld { .. }), "{unknown}");
+
+        // The next `keys rotate` only finishes it; the one after rotates.
+        let finished = rotate_signing_key(&data_dir, store.as_ref(), NOW + 3).await.unwrap();
+        assert_eq!(finished.key_id, stray.key_id(KeyRole::Signing));
+        assert_eq!((finished.active_since, finished.retired), (NOW + 2, None));
+        assert!(!pending.exists());
+        assert_eq!(ControllerKeys::load(&data_dir).unwrap().key_id(KeyRole::Signing), stray.key_id(KeyRole::Signing));
+        assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+        let rotated = rotate_signing_key(&data_dir, store.as_ref(), NOW + 4).await.unwrap();
+        assert_eq!(rotated.retired, Some((stray.key_id(KeyRole::Signing), NOW + 4)));
+        let history = store.key_history(KeyRole::Signing).await.unwrap();
+        let retired: Vec<_> = history.iter().map(|record| (record.key_id.clone(), record.retired_at_ms)).collect();
+        assert_eq!(
+            retired,
+            [
+                (old.key_id(KeyRole::Signing), Some(NOW + 2)),
+                (stray.key_id(KeyRole::Signing), Some(NOW + 4)),
+                (rotated.key_id.clone(), None)
+            ]
+        );
+        assert!(history.iter().all(|record| record.public_key.is_some()), "every signing key keeps its public key");
+
+        // A data directory that is not the store's rotates nothing.
+        let other = scratch.join("other");
+        ControllerKeys::create(&other).unwrap();
+        let error = rotate_signing_key(&other, store.as_ref(), NOW + 5).await.unwrap_err();
+        assert!(matches!(error, KeyError::Mismatch { role: KeyRole::Identity, .. }), "{error}");
+        assert!(!other.join("keys").join(PENDING_SIGNING_FILE).exists());
+        assert_eq!(store.recorded_keys().await.unwrap()[1].key_id, rotated.key_id);
+        // A stale read of the key in use writes nothing.
+        let stale = KeyRecord { key_id: stray.key_id(KeyRole::Signing), ..in_use };
+        let fresh = ControllerKeys::generate().unwrap();
+        let fresh = KeyRecord {
+            key_id: fresh.key_id(KeyRole::Signing),
+            public_key: fresh.public_key(KeyRole::Signing),
+            ..next
+        };
+        assert!(!store.rotate_recorded_key(&stale, &fresh, NOW + 6).await.unwrap());
+        assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), history);
+        drop(scratch);
+        database.drop_now().await;
+    }
+);
+
+on_both_stores!(keys_recorded_before_public_keys_were_get_them_at_the_next_start, |backend| async move {
+    let (store, database) = migrated(backend).await;
+    let scratch = Scratch::new("cloudly-keys");
+    let data_dir = scratch.join("data");
+    let (keys, _) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+    database.execute("UPDATE controller_keys SET public_key = NULL").await;
+    assert!(store.recorded_keys().await.unwrap().iter().all(|record| record.public_key.is_none()));
+    assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    assert_eq!(store.recorded_keys().await.unwrap(), keys.key_records(NOW));
+    // A stored public key that is not the recorded key's does not read back.
+    let other = ControllerKeys::generate().unwrap();
+    let text = cloudly::contract::signing::encode_public_key(&other.signing.verifying_key());
+    database.execute(&format!("UPDATE controller_keys SET public_key = '{text}' WHERE role = 'signing'")).await;
+    assert!(matches!(store.recorded_keys().await, Err(StoreError::Corrupt(_))));
     drop(scratch);
     database.drop_now().await;
 });

@@ -2,7 +2,8 @@
 //! and on SQLite: opening and superseding sessions, the session check of every node method,
 //! signed and placed assignments, the ingress environment with its secret binding, rotation
 //! with `pushRuntimeChanged`, reported states and `running_assignments`, the node methods
-//! refused over HTTP, and the administrators' reads of nodes (`listClusterNodes`,
+//! refused over HTTP, a change made through another controller reaching the node connected
+//! here, and the administrators' reads of nodes (`listClusterNodes`,
 //! `getClusterNode`) and of one organization (`getOrganization`).
 
 #[macro_use]
@@ -18,7 +19,7 @@ use cloudly::domain::identity::Role;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use support::node_agent::{NodeAgent, WAIT, node_bearer};
-use support::service::{Backend, TestService, designation_request, reference_of, spec_body};
+use support::service::{Backend, Peer, TestService, designation_request, reference_of, spec_body};
 
 fn id(text: &str) -> Id {
     Id::parse(text).unwrap()
@@ -180,6 +181,27 @@ on_both_stores!(two_controller_processes_agree_on_the_current_session, |backend|
     generations.sort_unstable();
     assert_eq!(generations, vec![3, 4, 5, 6]);
     other_server.stop().await.unwrap();
+    service.stop().await;
+});
+
+on_both_stores!(a_change_made_through_another_controller_reaches_the_node_connected_here, |backend| async move {
+    let (service, bearer, _) = seeded(backend).await;
+    // Another controller on the database (on SQLite: another store of this process on the file).
+    let peer = Peer::start(&service, cloudly::domain::ControllerSettings::default()).await;
+    let mut agent = NodeAgent::connect(&service).await;
+    let session = agent.open("c1", "node-1", &bearer).await;
+    assignments(&service, &agent, &session).await;
+    agent.drain_pushes();
+    let mut body = spec_body("c1", "ingress");
+    body["image"] = json!("registry.example/ingress:2");
+    let mut request = json!({ "spec": body, "expectedRevision": 1 });
+    request["identity"] = service.admin();
+    peer.client.call("putServiceRuntimeSpec", request).await.unwrap();
+    let push = agent.next_push(std::time::Duration::from_secs(3)).await.expect("the node is told, within 3 s");
+    assert_eq!(push["request"], json!({ "kinds": ["assignments"] }));
+    let list = assignments(&service, &agent, &session).await;
+    assert_eq!(of_service(&list, "ingress")[0]["workload"]["image"], json!("registry.example/ingress:2"));
+    peer.stop().await;
     service.stop().await;
 });
 

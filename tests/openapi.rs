@@ -403,6 +403,8 @@ async fn send(app: &Router, method: &str, path: &str, body: Vec<u8>) -> Answer {
 
 fn app_over(store: SharedStore, keys: Arc<ControllerKeys>, limits: Limits) -> (Router, AppState) {
     let controller = Arc::new(Controller::new(store, keys, Arc::new(SystemClock)));
+    // As `server::spawn` does: pushes and claim wakes travel as the store's signals.
+    controller.spawn_signal_follower();
     let state = AppState::new(controller, limits);
     (router(state.clone()), state)
 }
@@ -434,9 +436,10 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::ProtocolRefused => 16,
         DomainError::RegistrationRefused(_) => 17,
         DomainError::AddressPlanChangeRefused(_) => 18,
+        DomainError::SigningKeyUnavailable => 19,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 19;
+const DOMAIN_ERROR_VARIANTS: usize = 20;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -499,6 +502,7 @@ fn domain_error_samples() -> Vec<DomainError> {
         DomainError::AddressPlanChangeRefused(vec!["a pool of the previous revision is missing".to_owned()]),
         DomainError::StoreUnavailable,
         DomainError::Internal,
+        DomainError::SigningKeyUnavailable,
     ];
     samples.extend(missing_kinds().into_iter().map(DomainError::NotFound));
     // `registerClusterIngress`: the protocol refusal, and every reason with its default

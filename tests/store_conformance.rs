@@ -32,8 +32,8 @@ use cloudly::store::network::LeaseChange;
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
-    Backend, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome, SealedSecret,
-    SharedStore, Store, StoreError, StoredCluster,
+    Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
+    SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
 };
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
@@ -101,6 +101,8 @@ on_both_stores!(run =>
     service_statuses_keep_their_time_until_the_verdict_changes,
     network_plans_and_leases_keep_their_rules,
     claims_link_their_heads_and_keep_each_answer,
+    signals_reach_every_store_of_the_database,
+    a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -854,7 +856,15 @@ async fn rows_that_do_not_read_back_are_corrupt(context: Context) {
 
 /// A key set whose ids carry `tag`, recorded at `at`.
 fn key_set(tag: &str, at: u64) -> Vec<KeyRecord> {
-    KeyRole::ALL.map(|role| KeyRecord { role, key_id: format!("sha256:{tag}-{role}"), recorded_at_ms: at }).to_vec()
+    KeyRole::ALL
+        .map(|role| KeyRecord {
+            role,
+            key_id: format!("sha256:{tag}-{role}"),
+            recorded_at_ms: at,
+            public_key: None,
+            retired_at_ms: None,
+        })
+        .to_vec()
 }
 
 async fn racing_key_sets_record_exactly_one_and_readiness_writes(context: Context) {
@@ -887,6 +897,149 @@ async fn racing_key_sets_record_exactly_one_and_readiness_writes(context: Contex
     assert!(store.is_ready().await.unwrap());
     context.database.execute("DELETE FROM store_heartbeat").await;
     assert!(matches!(store.is_ready().await, Err(StoreError::Corrupt(_))));
+}
+
+async fn a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key(context: Context) {
+    let store = context.migrated().await;
+    let keys = ControllerKeys::generate().unwrap();
+    let recorded = store.record_keys_if_absent(&keys.key_records(1)).await.unwrap();
+    assert_eq!(recorded, keys.key_records(1), "public keys read back");
+    let in_use = recorded[1].clone();
+    let next_record = |at: u64| {
+        let next = ControllerKeys::generate().unwrap();
+        KeyRecord {
+            role: KeyRole::Signing,
+            key_id: next.key_id(KeyRole::Signing),
+            recorded_at_ms: at,
+            public_key: next.public_key(KeyRole::Signing),
+            retired_at_ms: None,
+        }
+    };
+    // Two rotations from one read, across two stores: exactly one wins.
+    let other = context.database.connect().await;
+    let (first, second) = (next_record(2), next_record(2));
+    let (a, b) =
+        tokio::join!(store.rotate_recorded_key(&in_use, &first, 2), other.rotate_recorded_key(&in_use, &second, 2));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a ^ b, "exactly one rotation wins: {a} {b}");
+    let winner = if a { first } else { second };
+    assert_eq!(store.recorded_keys().await.unwrap(), vec![recorded[0].clone(), winner.clone(), recorded[2].clone()]);
+    // Oldest first; the retired key keeps its public key.
+    let history = vec![KeyRecord { retired_at_ms: Some(2), ..in_use.clone() }, winner.clone()];
+    assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), history);
+    // A stale read writes nothing; a rotation that names another role's key is refused.
+    assert!(!store.rotate_recorded_key(&in_use, &next_record(3), 3).await.unwrap());
+    assert!(matches!(store.rotate_recorded_key(&winner, &recorded[0], 3).await, Err(StoreError::Corrupt(_))));
+    assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), history);
+    // A key recorded without its public key is retired with the one the rotation knows.
+    let known = next_record(4);
+    let bare = KeyRecord { public_key: None, ..known.clone() };
+    store.replace_recorded_keys(std::slice::from_ref(&bare), 4).await.unwrap();
+    assert_eq!(store.recorded_keys().await.unwrap()[1], bare);
+    assert!(store.rotate_recorded_key(&known, &next_record(5), 5).await.unwrap());
+    let history = store.key_history(KeyRole::Signing).await.unwrap();
+    let retired = history.iter().find(|record| record.key_id == known.key_id).unwrap();
+    assert_eq!(retired, &KeyRecord { retired_at_ms: Some(5), ..known });
+}
+
+/// The next signal of `subscription`, waiting at most 10 s.
+async fn next_signal(subscription: &mut SignalSubscription) -> Signal {
+    tokio::time::timeout(std::time::Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a signal in time")
+        .expect("the subscription is open")
+}
+
+/// Sends "keys changed" through `store` until `subscription` hears it (a PostgreSQL listener
+/// listens a moment after its subscription starts).
+async fn until_listening(store: &SharedStore, subscription: &mut SignalSubscription) {
+    for _ in 0..100 {
+        store.notify_keys_changed().await.unwrap();
+        let heard = tokio::time::timeout(std::time::Duration::from_millis(100), async {
+            while subscription.next().await != Some(Signal::KeysChanged) {}
+        });
+        if heard.await.is_ok() {
+            return;
+        }
+    }
+    panic!("the subscription never heard a signal");
+}
+
+/// Sends a marker through `store` and takes every signal of `subscriptions` up to it.
+async fn drain(store: &SharedStore, subscriptions: [&mut SignalSubscription; 2]) {
+    let marker = [node_id("marker")];
+    store.notify_nodes_changed(&id("probe"), &marker, &[ChangeKind::Projection]).await.unwrap();
+    let expected = Signal::NodesChanged {
+        cluster_id: id("probe"),
+        node_ids: marker.to_vec(),
+        kinds: vec![ChangeKind::Projection],
+    };
+    for subscription in subscriptions {
+        while next_signal(subscription).await != expected {}
+    }
+}
+
+async fn signals_reach_every_store_of_the_database(context: Context) {
+    let store = context.migrated().await;
+    // Another store on the database: another process on PostgreSQL, another store of this
+    // process on the same SQLite file.
+    let other = context.database.connect().await;
+    let (mut mine, mut theirs) = (store.subscribe_signals(), other.subscribe_signals());
+    until_listening(&store, &mut mine).await;
+    until_listening(&other, &mut theirs).await;
+    drain(&store, [&mut mine, &mut theirs]).await;
+
+    // A long node list arrives whole, cut into signals within the payload limit, at both.
+    let nodes: Vec<NodeId> = (0..600).map(|index| node_id(&format!("node-{index:0>40}"))).collect();
+    let kinds = [ChangeKind::Assignments, ChangeKind::Claims];
+    other.notify_nodes_changed(&id("c1"), &nodes, &kinds).await.unwrap();
+    // Nothing is sent for no nodes or no kinds.
+    store.notify_nodes_changed(&id("c1"), &[], &kinds).await.unwrap();
+    store.notify_nodes_changed(&id("c1"), &nodes, &[]).await.unwrap();
+    store.notify_keys_changed().await.unwrap();
+    for subscription in [&mut mine, &mut theirs] {
+        let (mut received, mut signals) = (Vec::new(), 0);
+        while received.len() < nodes.len() {
+            let Signal::NodesChanged { cluster_id, node_ids, kinds: named } = next_signal(subscription).await else {
+                panic!("a nodes signal")
+            };
+            assert_eq!((cluster_id, named.as_slice()), (id("c1"), &kinds[..]));
+            received.extend(node_ids);
+            signals += 1;
+        }
+        assert_eq!(received, nodes);
+        assert!(signals > 1, "a long list is cut");
+        assert_eq!(next_signal(subscription).await, Signal::KeysChanged);
+    }
+
+    // PostgreSQL: a listener whose connection is cut reconnects, says it may have missed
+    // signals, and hears the next ones.
+    if let Some(name) = context.database.postgres_name() {
+        let mut admin = admin_connection().await;
+        let terminated: Vec<bool> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{name}' AND application_name = 'cloudly-signals'"
+        )))
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        admin.close().await.ok();
+        assert_eq!(terminated, [true, true], "both stores listen on a connection of their own");
+        for subscription in [&mut mine, &mut theirs] {
+            assert_eq!(next_signal(subscription).await, Signal::Missed);
+        }
+        let node = [node_id("node-1")];
+        store.notify_nodes_changed(&id("c1"), &node, &[ChangeKind::Assignments]).await.unwrap();
+        for subscription in [&mut mine, &mut theirs] {
+            let expected = Signal::NodesChanged {
+                cluster_id: id("c1"),
+                node_ids: node.to_vec(),
+                kinds: vec![ChangeKind::Assignments],
+            };
+            assert_eq!(next_signal(subscription).await, expected);
+        }
+    }
+    other.close().await;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 //! Two `cloudly serve` processes on one PostgreSQL database: racing designations across them
 //! accept exactly one; an ingress registers through one with a relay connected through the other,
-//! and the relay election both agree on decides `relay-not-connected`; both drain and exit cleanly
-//! on SIGTERM; no bearer or token appears in either process's log.
+//! and the relay election both agree on decides `relay-not-connected`; a change made through one
+//! reaches a node connected to the other (`pushRuntimeChanged`, claim pushes), also after the
+//! listener's connection was cut; after `cloudly keys rotate` both sign with the new key, the one
+//! whose keys/ lacks it only once it is copied there; both drain and exit cleanly on SIGTERM; no
+//! bearer or token appears in either process's log.
 
 mod support;
 
@@ -9,7 +12,7 @@ use cloudly::client::{CallError, Client};
 use cloudly::contract::designation::snapshot_cluster_ingress_designation;
 use cloudly::keys::ControllerKeys;
 use serde_json::{Value, json};
-use support::process::{Serving, start};
+use support::process::{Serving, start_with};
 use support::service::{Backend, TestDatabase, designation_request, spec_body};
 
 /// Two processes on one database, the second sharing the first one's keys (as controllers of one
@@ -20,22 +23,28 @@ struct Pair {
     clients: [Client; 2],
     identity: Value,
     first_dir: std::path::PathBuf,
+    second_dir: std::path::PathBuf,
     root: std::path::PathBuf,
 }
 
 fn start_two(database: &TestDatabase) -> Pair {
+    start_two_with(database, &[])
+}
+
+/// [`start_two`] with more environment variables for both processes.
+fn start_two_with(database: &TestDatabase, environment: &[(&str, &str)]) -> Pair {
     let root = std::env::temp_dir().join(format!("cloudly-two-{}", uuid::Uuid::new_v4().simple()));
     let (first_dir, second_dir) = (root.join("a"), root.join("b"));
-    let first = start(&first_dir, &database.url).serving();
+    let first = start_with(&first_dir, &database.url, environment).serving();
     std::fs::create_dir_all(second_dir.join("keys")).unwrap();
     for key in ["identity.ed25519", "signing.ed25519", "secret.key"] {
         std::fs::copy(first_dir.join("keys").join(key), second_dir.join("keys").join(key)).unwrap();
     }
-    let second = start(&second_dir, &database.url).serving();
+    let second = start_with(&second_dir, &database.url, environment).serving();
     let identity: Value =
         serde_json::from_str(&std::fs::read_to_string(first_dir.join("admin-identity.json")).unwrap()).unwrap();
     let clients = [Client::new(&first.base_url), Client::new(&second.base_url)];
-    Pair { first, second, clients, identity, first_dir, root }
+    Pair { first, second, clients, identity, first_dir, second_dir, root }
 }
 
 impl Pair {
@@ -192,6 +201,176 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
             assert!(!log.contains(secret.as_str()), "a log line carries a secret");
         }
     }
+    let _ = std::fs::remove_dir_all(pair.root);
+    database.drop_now().await;
+}
+
+/// How long a change made through one process may take to reach a node connected to the other.
+const PUSH_BOUND: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Organization `org`, cluster `c1`, node `node-1` (answering its bearer) and service `db` on it,
+/// written through the second process.
+async fn seed(pair: &Pair, volumes: Value) -> String {
+    let call = |method: &'static str, request: Value| {
+        let answer = pair.call(1, method, request);
+        async move { answer.await.unwrap_or_else(|error| panic!("{method}: {error}")) }
+    };
+    call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
+    call(
+        "putCluster",
+        json!({ "cluster": {
+        "id": "c1", "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+        "relayOrigin": null, "fleetCutoverIngressDesignation": null }, "expectedRevision": null }),
+    )
+    .await;
+    let node = call(
+        "putClusterNode",
+        json!({ "clusterId": "c1",
+        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
+    )
+    .await;
+    call("putServiceRuntimeSpec", db_spec("registry.example/db:1", volumes, Value::Null)).await;
+    node["bearer"].as_str().unwrap().to_owned()
+}
+
+/// `putServiceRuntimeSpec` of service `db`, one replica on node-1.
+fn db_spec(image: &str, volumes: Value, expected: Value) -> Value {
+    json!({ "spec": { "clusterId": "c1", "serviceId": "db", "organizationId": "org", "image": image, "replicas": 1,
+        "placement": { "nodeIds": ["node-1"] }, "ports": [], "environment": [], "volumes": volumes },
+        "expectedRevision": expected })
+}
+
+/// The next request the controller sent down the agent's socket, within the bound.
+async fn pushed_within_bound(agent: &mut support::node_agent::NodeAgent, what: &str) -> Value {
+    let started = std::time::Instant::now();
+    let push =
+        agent.next_push(PUSH_BOUND).await.unwrap_or_else(|| panic!("{what}: nothing pushed within {PUSH_BOUND:?}"));
+    assert!(started.elapsed() <= PUSH_BOUND);
+    push
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_made_through_one_process_reaches_a_node_connected_to_the_other() {
+    use support::node_agent::{NodeAgent, NodeVolumes};
+
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let pair = start_two(&database);
+    let bearer = seed(&pair, json!([])).await;
+    // The node's socket is on the first process.
+    let volumes = NodeVolumes::new();
+    let mut agent = NodeAgent::connect_holding(&pair.first.base_url, volumes.clone()).await;
+    let session = agent.open("c1", "node-1", &bearer).await;
+    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    assert_eq!(assignments["assignments"][0]["payload"]["workload"]["image"], json!("registry.example/db:1"));
+    agent.drain_pushes();
+
+    // A spec change through the second process: the node on the first is told.
+    pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:2", json!([]), json!(1))).await.unwrap();
+    let push = pushed_within_bound(&mut agent, "a spec change through the other process").await;
+    assert_eq!(push["method"], json!("pushRuntimeChanged"));
+    assert_eq!(push["request"], json!({ "kinds": ["assignments"] }));
+    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    assert_eq!(assignments["assignments"][0]["payload"]["workload"]["image"], json!("registry.example/db:2"));
+
+    // A claim issued through the second process is pushed by the first at once (not at its
+    // 30 s sweep).
+    let volume = json!({ "id": "data", "mountPath": "/data", "readOnly": false, "driver": "local",
+        "driverOptions": [], "mountOptions": [],
+        "initialization": { "kind": "empty", "ownership": { "uid": 1, "gid": 1, "mode": 448 } } });
+    pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:2", json!([volume]), json!(2))).await.unwrap();
+    let mut methods = Vec::new();
+    while !methods.contains(&"applyRuntimeLocalStorageClaim".to_owned()) {
+        let push = pushed_within_bound(&mut agent, "a claim issued through the other process").await;
+        methods.push(push["method"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(volumes.received().len(), 1);
+
+    // The first process's listener loses its connection: it reconnects and tells its nodes, and
+    // the next change through the second process reaches the node again.
+    agent.drain_pushes();
+    let mut admin = support::database::admin_connection().await;
+    let name = database.postgres_name().unwrap();
+    let terminated: Vec<bool> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND application_name = 'cloudly-signals'"
+    )))
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    sqlx::Connection::close(admin).await.ok();
+    assert_eq!(terminated, [true, true], "each process listens on a connection of its own");
+    let push = pushed_within_bound(&mut agent, "the push after a reconnect").await;
+    assert_eq!(push["request"], json!({ "kinds": ["assignments", "projection"] }));
+    agent.drain_pushes();
+    pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:3", json!([volume]), json!(3))).await.unwrap();
+    let push = pushed_within_bound(&mut agent, "a spec change after the reconnect").await;
+    assert_eq!(push["request"], json!({ "kinds": ["assignments"] }));
+
+    drop(agent);
+    let logs = [pair.first.terminate(), pair.second.terminate()];
+    assert!(logs.iter().all(|log| log.contains("the signal listener lost its PostgreSQL connection")), "{logs:?}");
+    for log in &logs {
+        assert!(!log.contains(&bearer), "a log line carries the node bearer");
+    }
+    let _ = std::fs::remove_dir_all(pair.root);
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_rotation_both_processes_sign_with_the_new_key_once_their_keys_hold_it() {
+    use cloudly::contract::{Id, NodeId};
+    use support::node_agent::WAIT;
+
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let pair = start_two_with(&database, &[("CLOUDLY_SIGNING_KEY_CHECK_MS", "200")]);
+    seed(&pair, json!([])).await;
+    let store = cloudly::store::open(&database.url).await.unwrap();
+    // The head of the one assignment: its generation and the key id it is signed with.
+    let head = async || {
+        let heads = store.node_assignments(&Id::parse("c1").unwrap(), &NodeId::parse("node-1").unwrap()).await.unwrap();
+        let signed = &heads.readable[0].signed;
+        (signed.payload.generation, signed.signature.key_id.clone())
+    };
+    let old_id = head().await.1;
+
+    // Rotated in the first process's data directory, beside both.
+    let rotated = std::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(["keys", "rotate"])
+        .env("CLOUDLY_DATA_DIR", &pair.first_dir)
+        .env("CLOUDLY_DATABASE_URL", &database.url)
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let rotated: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    let new_id = rotated["signing"]["keyId"].as_str().unwrap().to_owned();
+    assert_eq!(rotated["retired"]["keyId"], json!(old_id));
+
+    // The first holds the new key and signs with it; the second, whose keys/ is a copy made
+    // before, signs nothing and says why.
+    assert!(pair.first.log_shows("signing with the store's signing key in use", WAIT).await, "{}", pair.first.log());
+    assert!(pair.second.log_shows("signing key unavailable", WAIT).await, "{}", pair.second.log());
+    pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:2", json!([]), json!(1))).await.unwrap();
+    assert_eq!(head().await, (1, old_id.clone()), "nothing is issued without the key in use");
+
+    // Its keys/ gets the new key: it signs with it within its check interval, without a restart.
+    let copy = pair.second_dir.join("keys/signing.ed25519.copy");
+    std::fs::copy(pair.first_dir.join("keys/signing.ed25519"), &copy).unwrap();
+    std::fs::rename(&copy, pair.second_dir.join("keys/signing.ed25519")).unwrap();
+    assert!(pair.second.log_shows("signing with the store's signing key in use", WAIT).await, "{}", pair.second.log());
+    pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:3", json!([]), json!(2))).await.unwrap();
+    assert_eq!(head().await, (2, new_id.clone()));
+    pair.call(0, "putServiceRuntimeSpec", db_spec("registry.example/db:4", json!([]), json!(3))).await.unwrap();
+    assert_eq!(head().await, (3, new_id.clone()));
+
+    // Both list the same two keys.
+    let mut lists = Vec::new();
+    for client in &pair.clients {
+        lists.push(client.call("getControllerSigningKeys", json!({})).await.unwrap());
+    }
+    assert_eq!(lists[0], lists[1]);
+    assert_eq!(lists[0]["keys"].as_array().unwrap().len(), 2);
+    store.close().await;
+    pair.first.terminate();
+    pair.second.terminate();
     let _ = std::fs::remove_dir_all(pair.root);
     database.drop_now().await;
 }

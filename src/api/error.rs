@@ -101,7 +101,9 @@ impl From<DomainError> for ApiError {
                 "the store did not answer",
                 json!({ "code": "store-unavailable", "retryAfterMs": STORE_RETRY_AFTER_MS }),
             ),
-            DomainError::Internal => ApiError::new("internal error", json!({ "code": "internal-error" })),
+            DomainError::Internal | DomainError::SigningKeyUnavailable => {
+                ApiError::new("internal error", json!({ "code": "internal-error" }))
+            }
         }
     }
 }

@@ -190,7 +190,7 @@ pub static METHODS: &[Method] = &[
         principal: Principal::Anyone(|controller, request| {
             Box::pin(async move {
                 requests::get_controller_signing_keys(request)?;
-                Ok(answers::signing_keys(&controller.get_controller_signing_keys()))
+                Ok(answers::signing_keys(&controller.get_controller_signing_keys().await?))
             })
         }),
         timeout: Timeout::Standard,

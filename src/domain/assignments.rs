@@ -18,15 +18,16 @@
 //! `putServiceRuntimeSpec` and `deleteService`, and in the background, coalesced per cluster,
 //! after an accepted `designateClusterIngress` ([`AssignmentReconciler`]), so the designation's
 //! answer does not wait for it. The nodes whose set changed get `pushRuntimeChanged` down their
-//! socket, best effort. The decision runs inside the store's transaction under the cluster's
+//! socket, in whichever controller process holds it (`signals`), best effort. The decision runs inside the store's transaction under the cluster's
 //! lock, so concurrent reconciles (also in other processes) never issue two different
 //! generations with one number.
 
 use super::Clock;
 use super::projections::ProjectionIssuer;
 use super::service_status::{blocking_verdict, refresh_statuses};
-use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
-use super::storage_claims::{ClaimPusher, plan_claims, planned_claims, sealed_claims, with_issued_claims};
+use super::signals::notify_nodes_changed;
+use super::signing::SigningKeys;
+use super::storage_claims::{plan_claims, planned_claims, sealed_claims, with_issued_claims};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{
     EnvironmentEntry, EnvironmentName, EnvironmentSource, RuntimeAssignment, RuntimeWorkload, WorkloadPort,
@@ -37,11 +38,10 @@ use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
-use crate::keys::ControllerKeys;
-use crate::store::SharedStore;
 use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState, StoredAssignment};
+use crate::store::storage_claims::ClaimChange;
+use crate::store::{ChangeKind, SharedStore};
 use ed25519_dalek::SigningKey;
-use serde_json::json;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -91,9 +91,6 @@ pub fn is_ready_under(reported: &ReportedState, session: &RuntimeSessionReferenc
         && reported.session_id == session.id
         && reported.session_generation == session.generation
 }
-
-/// The `kinds` of `pushRuntimeChanged` that a changed assignment set sends.
-pub const ASSIGNMENTS_KIND: &str = "assignments";
 
 /// `resolveRuntimeSecretBindings`: `{ session, assignment }`; the session is checked first
 /// ([`Controller::check_node_session`]).
@@ -333,11 +330,10 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
 pub struct AssignmentReconciler {
     store: SharedStore,
     clock: Arc<dyn Clock>,
-    keys: Arc<ControllerKeys>,
+    signing: Arc<SigningKeys>,
     controller: ControllerReference,
-    links: Arc<NodeLinks>,
-    /// What follows a reconcile: claim pushes and projections.
-    followers: ReconcileFollowers,
+    /// Issues the projections that follow the assignments (and their leases).
+    projections: Arc<ProjectionIssuer>,
     /// The shortest time between the starts of two background runs of one cluster.
     interval: Duration,
     /// The clusters with a background reconcile in flight.
@@ -349,15 +345,6 @@ struct BackgroundRun {
     requested: u64,
     /// The `requested` count that the last finished run read the facts after (so covered).
     reconciled: watch::Receiver<u64>,
-}
-
-/// What follows an assignment reconcile: the claims it issued are pushed, and the projections
-/// that follow the assignments (and their leases) are issued.
-pub struct ReconcileFollowers {
-    /// Pushes the claims a reconcile issues.
-    pub claims: Arc<ClaimPusher>,
-    /// Issues the projections.
-    pub projections: Arc<ProjectionIssuer>,
 }
 
 /// Removes a background task's entry if the task ends without doing so (a panic, or the runtime
@@ -377,19 +364,18 @@ impl Drop for RunGuard<'_> {
 }
 
 impl AssignmentReconciler {
-    /// A reconciler issuing assignments as `controller`, signed with `keys.signing`, pushing
-    /// changes through `links`, starting background runs of one cluster at most once per
-    /// `interval`.
+    /// A reconciler issuing assignments and claims as `controller`, signed with the signing key
+    /// in use, signalling the nodes they touch through the store, starting background runs of
+    /// one cluster at most once per `interval`.
     pub fn new(
         store: SharedStore,
         clock: Arc<dyn Clock>,
-        keys: Arc<ControllerKeys>,
+        signing: Arc<SigningKeys>,
         controller: ControllerReference,
-        links: Arc<NodeLinks>,
-        followers: ReconcileFollowers,
+        projections: Arc<ProjectionIssuer>,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, clock, keys, controller, links, followers, interval, running: Mutex::default() }
+        AssignmentReconciler { store, clock, signing, controller, projections, interval, running: Mutex::default() }
     }
 
     /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
@@ -416,8 +402,11 @@ impl AssignmentReconciler {
     }
 
     /// Reconciles now in one locked transaction: the facts are read under the cluster's lock,
-    /// planned and signed once, and the changes written with the store's guarded statements.
+    /// planned and signed once with the signing key in use (none held: nothing is written,
+    /// [`DomainError::SigningKeyUnavailable`]), and the changes written with the store's guarded
+    /// statements. The nodes of issued claims are signalled at once (`claims`).
     async fn reconcile_locked(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
+        let key = self.signing.current()?;
         let mut locked = self.store.lock_assignments(cluster_id).await?;
         let facts = locked.facts();
         let issued_at = self.clock.now_ms();
@@ -425,9 +414,9 @@ impl AssignmentReconciler {
         // seal the claims as they are once these are written.
         let (claims, changes) = match facts.cluster {
             Some(_) => {
-                let claims = plan_claims(facts, &self.controller, &self.keys.signing);
+                let claims = plan_claims(facts, &self.controller, &key);
                 let facts = with_issued_claims(facts, &claims, issued_at);
-                let changes = plan_assignments(&facts, &self.controller, &self.keys.signing);
+                let changes = plan_assignments(&facts, &self.controller, &key);
                 (claims, changes)
             }
             None => (Vec::new(), Vec::new()),
@@ -441,29 +430,15 @@ impl AssignmentReconciler {
         locked.apply(&changes).await?;
         super::network::leases_follow_assignments(&mut *locked.leases()).await?;
         locked.commit().await?;
-        self.followers.claims.issued(cluster_id, &claims);
+        let claim_nodes = claims.iter().map(|ClaimChange::Issue(signed)| signed.payload.node_id.clone()).collect();
+        notify_nodes_changed(&self.store, cluster_id, claim_nodes, &[ChangeKind::Claims]).await;
         tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
         Ok(nodes)
     }
 
-    /// Sends `pushRuntimeChanged { kinds: ["assignments"] }` to each node (but `except`) that has
-    /// a socket in this process, in the background.
-    fn push_runtime_changed(&self, cluster_id: &Id, nodes: BTreeSet<NodeId>, except: Option<&NodeId>) {
-        for node_id in nodes {
-            if Some(&node_id) == except || self.links.connected_session(cluster_id, &node_id).is_none() {
-                continue;
-            }
-            let links = self.links.clone();
-            let cluster_id = cluster_id.clone();
-            tokio::spawn(async move {
-                let request = json!({ "kinds": [ASSIGNMENTS_KIND] });
-                if let Err(error) =
-                    links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
-                {
-                    tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
-                }
-            });
-        }
+    /// Tells the nodes whose assignment set changed, wherever their sockets are (`signals`).
+    async fn push_assignments_changed(&self, cluster_id: &Id, nodes: BTreeSet<NodeId>) {
+        notify_nodes_changed(&self.store, cluster_id, nodes, &[ChangeKind::Assignments]).await;
     }
 
     /// Reconciles the cluster in the background, coalesced with a run already in flight.
@@ -493,12 +468,12 @@ impl AssignmentReconciler {
             let requested = self.lock_running().get(&cluster_id).map_or(covered, |run| run.requested);
             let started = tokio::time::Instant::now();
             match self.reconcile_locked(&cluster_id).await {
-                Ok(nodes) => self.push_runtime_changed(&cluster_id, nodes, None),
+                Ok(nodes) => self.push_assignments_changed(&cluster_id, nodes).await,
                 // Best effort: the next change or the next node ask repairs it.
                 Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
             }
             // Every change that schedules a run (a designation among them) can move projections.
-            self.followers.projections.issue_logged(&cluster_id).await;
+            self.projections.issue_logged(&cluster_id).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;
@@ -554,11 +529,12 @@ impl Controller {
     }
 
     /// After a write that may change the cluster's assignments: reconciles them and sends
-    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the connected nodes whose set changed.
-    /// Best effort: a failure is logged and never fails the write that called it.
+    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the nodes whose set changed, wherever
+    /// their sockets are. Best effort: a failure is logged and never fails the write that called
+    /// it.
     pub async fn assignments_changed(&self, cluster_id: &Id) {
         match self.reconcile_assignments(cluster_id).await {
-            Ok(nodes) => self.reconciler.push_runtime_changed(cluster_id, nodes, None),
+            Ok(nodes) => self.reconciler.push_assignments_changed(cluster_id, nodes).await,
             Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
         }
         self.projections_changed(cluster_id).await;
@@ -596,12 +572,14 @@ impl Controller {
         &self,
         session: &RuntimeSessionReference,
     ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
-        let changed = self.reconcile_assignments(&session.cluster_id).await?;
+        let mut changed = self.reconcile_assignments(&session.cluster_id).await?;
         if !changed.is_empty() {
             self.projections_changed(&session.cluster_id).await;
             self.reconciler.refresh_statuses(&session.cluster_id).await;
         }
-        self.reconciler.push_runtime_changed(&session.cluster_id, changed, Some(&session.node_id));
+        // The asking node gets its set in the answer.
+        changed.remove(&session.node_id);
+        self.reconciler.push_assignments_changed(&session.cluster_id, changed).await;
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
             .readable_node_assignments(&session.cluster_id, &session.node_id)
             .await?

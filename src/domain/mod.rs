@@ -20,6 +20,8 @@ pub mod retention;
 pub mod secrets;
 pub mod service_status;
 pub mod sessions;
+pub mod signals;
+pub mod signing;
 pub mod storage_claims;
 
 use crate::contract::designation::ClusterRuntimeReference;
@@ -27,9 +29,9 @@ use crate::contract::session::{ControllerKind, ControllerReference};
 use crate::contract::{AuthorityReference, Id};
 use crate::keys::ControllerKeys;
 use crate::store::{MissingKind, SharedStore, StoreError};
-use ed25519_dalek::VerifyingKey;
 use identity::{Access, Caller, IdentityVerifier};
 use serde_json::Value;
+pub use signing::ControllerSigningKey;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -116,6 +118,11 @@ pub enum DomainError {
     /// `store-unavailable`.
     #[error("store unavailable")]
     StoreUnavailable,
+    /// This process does not hold the store's signing key in use (after `cloudly keys rotate`,
+    /// until its data directory holds the new key): it signs nothing. Logged; answered as
+    /// `internal-error` without detail.
+    #[error("signing key unavailable")]
+    SigningKeyUnavailable,
     /// A failure of the controller itself (randomness, corrupt data); logged, answered as
     /// `internal-error` without detail.
     #[error("internal error")]
@@ -163,9 +170,10 @@ pub struct ControllerSettings {
     pub storage_claim_push_timeout_ms: u64,
     /// The most claim pushes in flight at once, over all nodes.
     pub storage_claim_push_concurrency: usize,
-    /// How often a connected node's claims are read again without a wake (claims another
-    /// controller process issued).
+    /// How often a connected node's claims are read again without a wake (a missed signal).
     pub storage_claim_sweep_ms: u64,
+    /// How often this process checks the store's signing key in use without a signal (`signing`).
+    pub signing_key_check_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -182,6 +190,7 @@ impl Default for ControllerSettings {
             storage_claim_push_timeout_ms: 10_000,
             storage_claim_push_concurrency: 64,
             storage_claim_sweep_ms: 30_000,
+            signing_key_check_ms: 10_000,
         }
     }
 }
@@ -190,8 +199,10 @@ impl Default for ControllerSettings {
 pub struct Controller {
     /// The store.
     pub store: SharedStore,
-    /// The controller's keys.
+    /// The controller's keys (identity and secret; the signing key it started with).
     pub keys: Arc<ControllerKeys>,
+    /// The signing key it signs with now, following rotations (`signing`).
+    pub signing: Arc<signing::SigningKeys>,
     /// Verifies administrator identities.
     pub identities: IdentityVerifier,
     /// The clock.
@@ -228,6 +239,7 @@ impl Controller {
         settings: ControllerSettings,
     ) -> Controller {
         let identities = IdentityVerifier::new(&keys.identity.verifying_key());
+        let signing = Arc::new(signing::SigningKeys::new(keys.signing.clone(), keys.signing_active_since));
         let links: Arc<sessions::NodeLinks> = Arc::default();
         let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
         let milliseconds = std::time::Duration::from_millis;
@@ -247,24 +259,23 @@ impl Controller {
         let projections = Arc::new(projections::ProjectionIssuer::new(
             store.clone(),
             clock.clone(),
-            keys.clone(),
+            signing.clone(),
             issuer.clone(),
-            links.clone(),
             route_tables.clone(),
         ));
         let reconciler = Arc::new(assignments::AssignmentReconciler::new(
             store.clone(),
             clock.clone(),
-            keys.clone(),
+            signing.clone(),
             issuer,
-            links.clone(),
-            assignments::ReconcileFollowers { claims: claims.clone(), projections: projections.clone() },
+            projections.clone(),
             milliseconds(settings.assignment_reconcile_interval_ms),
         ));
         claims.set_reconciler(Arc::downgrade(&reconciler));
         Controller {
             store,
             keys,
+            signing,
             identities,
             clock,
             settings,
@@ -298,27 +309,6 @@ impl Controller {
         })?;
         if caller.role.allows(access) { Ok(caller) } else { Err(DomainError::IdentityForbidden) }
     }
-
-    /// `getControllerSigningKeys` (anyone): the keys that sign this controller's runtime records,
-    /// with the time each became active. Retired keys would stay listed; this controller has none.
-    pub fn get_controller_signing_keys(&self) -> Vec<ControllerSigningKey> {
-        vec![ControllerSigningKey {
-            public_key: self.keys.signing.verifying_key(),
-            active_since: self.keys.signing_active_since,
-            retired_at: None,
-        }]
-    }
-}
-
-/// One key of `getControllerSigningKeys`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerSigningKey {
-    /// The Ed25519 public key.
-    pub public_key: VerifyingKey,
-    /// Milliseconds since the epoch.
-    pub active_since: u64,
-    /// Milliseconds since the epoch, `None` while the key signs.
-    pub retired_at: Option<u64>,
 }
 
 /// The request of the methods that name only a cluster (`getCluster`, `listClusterNodes`,

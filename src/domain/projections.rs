@@ -43,7 +43,8 @@
 //! next `getRuntimeNetworkProjection`.
 
 use super::relays::RouteTableWatch;
-use super::sessions::{NODE_REQUEST_TIMEOUT, NodeLinks};
+use super::signals::notify_nodes_changed;
+use super::signing::SigningKeys;
 use super::{Clock, Controller, DomainError};
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::projection::{
@@ -57,13 +58,11 @@ use crate::contract::reader::compare_bytes;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
-use crate::keys::ControllerKeys;
 use crate::store::projections::{
     AppliedOutcome, GrantedDestination, IssuedProjection, ProjectionFacts, ProjectionHead, StoredProjection,
 };
 use crate::store::relays::RouteBackend;
-use crate::store::{MissingKind, SharedStore, StoreError};
-use serde_json::json;
+use crate::store::{ChangeKind, MissingKind, SharedStore};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -108,7 +107,7 @@ pub struct NodeInputs {
 impl NodeInputs {
     /// The digest of the inputs (with the authority and controller they are built under): what
     /// the head records, so the issuer can tell whether a node is affected by a change.
-    fn digest(&self, authority: &ProtectedAuthorityReference, controller: &ControllerReference) -> String {
+    pub fn digest(&self, authority: &ProtectedAuthorityReference, controller: &ControllerReference) -> String {
         let mut hash = Sha256::new();
         let mut field = |text: &str| {
             hash.update(text.as_bytes());
@@ -220,6 +219,20 @@ fn is_affected(head: Option<&ProjectionHead>, inputs_digest: &str) -> bool {
         None => true,
         Some(head) => head.inputs != inputs_digest || (head.retains && head.applied.as_ref() == Some(&head.reference)),
     }
+}
+
+/// The inputs of every node the issuer must rebuild: its inputs' digest differs from the one its
+/// head was built from, or it applied a head that retains withdrawals or retired leases. Pure.
+pub fn affected_nodes(facts: &ProjectionFacts, controller: &ControllerReference) -> Vec<NodeInputs> {
+    let Some(stored) = &facts.plan else { return Vec::new() };
+    let authority = ProtectedAuthorityReference::of(&stored.authority);
+    node_inputs(facts)
+        .into_iter()
+        .filter(|inputs| {
+            let head = facts.heads.iter().find(|head| head.node_id == inputs.node_id);
+            is_affected(head, &inputs.digest(&authority, controller))
+        })
+        .collect()
 }
 
 /// Why a node's next generation is not issued now.
@@ -354,47 +367,34 @@ pub fn route_backends(facts: &ProjectionFacts, granted: &BTreeSet<GrantedDestina
 pub struct ProjectionIssuer {
     store: SharedStore,
     clock: Arc<dyn Clock>,
-    keys: Arc<ControllerKeys>,
+    signing: Arc<SigningKeys>,
     controller: ControllerReference,
-    links: Arc<NodeLinks>,
     route_tables: Arc<RouteTableWatch>,
 }
 
 impl ProjectionIssuer {
-    /// An issuer signing with `keys.signing` as `controller`, pushing through `links` and waking
-    /// the route table long polls of `route_tables`.
+    /// An issuer signing with the signing key in use as `controller`, waking the route table
+    /// long polls of `route_tables`.
     pub fn new(
         store: SharedStore,
         clock: Arc<dyn Clock>,
-        keys: Arc<ControllerKeys>,
+        signing: Arc<SigningKeys>,
         controller: ControllerReference,
-        links: Arc<NodeLinks>,
         route_tables: Arc<RouteTableWatch>,
     ) -> Self {
-        ProjectionIssuer { store, clock, keys, controller, links, route_tables }
+        ProjectionIssuer { store, clock, signing, controller, route_tables }
     }
 
-    /// The nodes whose inputs moved, from facts read without a lock.
-    fn affected_nodes(&self, facts: &ProjectionFacts) -> Vec<NodeInputs> {
-        let Some(stored) = &facts.plan else { return Vec::new() };
-        let authority = ProtectedAuthorityReference::of(&stored.authority);
-        node_inputs(facts)
-            .into_iter()
-            .filter(|inputs| {
-                let head = facts.heads.iter().find(|head| head.node_id == inputs.node_id);
-                is_affected(head, &inputs.digest(&authority, &self.controller))
-            })
-            .collect()
-    }
-
-    /// Issues every affected node's next generation and judges the route backends again; pushes
-    /// `pushRuntimeChanged { kinds: ["projection"] }` to the nodes whose projection changed.
-    /// Answers those nodes.
-    pub async fn issue(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, StoreError> {
+    /// Issues every affected node's next generation and judges the route backends again; tells
+    /// the nodes whose projection changed (`pushRuntimeChanged { kinds: ["projection"] }`,
+    /// wherever their sockets are). Answers those nodes. Without a signing key in use nothing is
+    /// issued ([`DomainError::SigningKeyUnavailable`]).
+    pub async fn issue(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let unlocked = self.store.projection_facts(cluster_id).await?;
-        if self.affected_nodes(&unlocked).is_empty() {
+        if affected_nodes(&unlocked, &self.controller).is_empty() {
             return Ok(BTreeSet::new());
         }
+        let key = self.signing.current()?;
         let Some(mut locked) = self.store.lock_projections(cluster_id).await? else {
             return Ok(BTreeSet::new());
         };
@@ -404,7 +404,7 @@ impl ProjectionIssuer {
             return Ok(BTreeSet::new());
         };
         let authority = ProtectedAuthorityReference::of(&stored.authority);
-        let affected = self.affected_nodes(&facts);
+        let affected = affected_nodes(&facts, &self.controller);
         let node_ids: Vec<NodeId> = affected.iter().map(|inputs| inputs.node_id.clone()).collect();
         let current = locked.current(&node_ids).await?;
         let issued_at = self.clock.now_ms();
@@ -421,7 +421,7 @@ impl ProjectionIssuer {
                         .collect();
                     issued.push(IssuedProjection {
                         inputs: inputs.digest(&authority, &self.controller),
-                        signed: sign(&self.keys.signing, next),
+                        signed: sign(&key, next),
                         granted,
                         issued_at,
                     });
@@ -450,7 +450,7 @@ impl ProjectionIssuer {
         if !nodes.is_empty() {
             tracing::info!(cluster = %cluster_id, nodes = nodes.len(), backends_changed, "runtime network projections issued");
         }
-        self.push_changed(cluster_id, &nodes);
+        notify_nodes_changed(&self.store, cluster_id, nodes.clone(), &[ChangeKind::Projection]).await;
         Ok(nodes)
     }
 
@@ -458,25 +458,6 @@ impl ProjectionIssuer {
     pub async fn issue_logged(&self, cluster_id: &Id) {
         if let Err(error) = self.issue(cluster_id).await {
             tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
-        }
-    }
-
-    /// Sends `pushRuntimeChanged { kinds: ["projection"] }` to each node that has a socket in
-    /// this process, in the background.
-    fn push_changed(&self, cluster_id: &Id, nodes: &BTreeSet<NodeId>) {
-        for node_id in nodes {
-            if self.links.connected_session(cluster_id, node_id).is_none() {
-                continue;
-            }
-            let (links, cluster_id, node_id) = (self.links.clone(), cluster_id.clone(), node_id.clone());
-            tokio::spawn(async move {
-                let request = json!({ "kinds": [PROJECTION_KIND] });
-                if let Err(error) =
-                    links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
-                {
-                    tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
-                }
-            });
         }
     }
 }
@@ -495,7 +476,7 @@ impl Controller {
         session: &RuntimeSessionReference,
         known: Option<&AuthorityReference>,
     ) -> Result<Option<Signed<RuntimeNetworkProjection>>, DomainError> {
-        self.projections.issue(&session.cluster_id).await?;
+        self.projections.issue_logged(&session.cluster_id).await;
         let current = self.store.node_projection(&session.cluster_id, &session.node_id).await?;
         Ok(current.map(|stored| stored.signed).filter(|signed| known != Some(&signed.payload.reference())))
     }
@@ -528,7 +509,7 @@ impl Controller {
         let NodeProjectionRequest { cluster_id, node_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
-        self.projections.issue(&cluster_id).await?;
+        self.projections.issue_logged(&cluster_id).await;
         let current = self.store.node_projection(&cluster_id, &node_id).await?;
         Ok(NodeProjection {
             applied: current.as_ref().and_then(|stored| stored.applied.clone()),

@@ -170,6 +170,12 @@ impl NodeLinks {
         links.get(&(cluster_id.clone(), node_id.clone())).map(|link| link.session.clone())
     }
 
+    /// Every (cluster, node) with a link in this process.
+    pub fn connected_nodes(&self) -> Vec<(Id, NodeId)> {
+        let links = self.links.lock().expect("the link registry lock is never poisoned");
+        links.keys().cloned().collect()
+    }
+
     /// Sends `method` with `request` down the node's socket and awaits the answer.
     pub async fn request(
         &self,

@@ -28,7 +28,10 @@
 //! counted as a protocol fault on that generation, its state left as it was, and the push retried
 //! with exponential backoff. `purged` and `uncertain` are never pushed again (an operator's
 //! decision may). Pushes of all nodes share one bound of concurrent requests. A state change
-//! schedules a reconcile, so an `import` volume that became `ready` gets its assignment.
+//! schedules a reconcile, so an `import` volume that became `ready` gets its assignment. Claims
+//! issued by any controller process wake the worker of the process holding the node's socket
+//! (a `claims` signal, `signals`); a worker also reads its node's claims again every
+//! `storage_claim_sweep_ms` (30 s) in case a signal was missed.
 
 use super::assignments::AssignmentReconciler;
 use super::service_status::refusal_of;
@@ -48,11 +51,11 @@ use crate::contract::storage_claim::{
     snapshot_runtime_local_storage_claim,
 };
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Sha256Digest};
-use crate::store::SharedStore;
 use crate::store::sessions::AssignmentFacts;
 use crate::store::storage_claims::{
     ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim,
 };
+use crate::store::{ChangeKind, SharedStore};
 use ed25519_dalek::SigningKey;
 use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;
@@ -358,8 +361,8 @@ pub struct ClaimPushSettings {
     pub timeout: Duration,
     /// The most pushes in flight at once, over all nodes.
     pub concurrency: usize,
-    /// How often a connected node's claims are read again when nothing woke its worker (claims
-    /// another controller process issued).
+    /// How often a connected node's claims are read again when nothing woke its worker (a
+    /// missed signal).
     pub sweep: Duration,
 }
 
@@ -466,17 +469,6 @@ impl ClaimPusher {
         };
         let pusher = Arc::clone(self);
         tokio::spawn(async move { pusher.run_worker(key, wake).await });
-    }
-
-    /// Wakes the nodes of the issued generations.
-    pub fn issued(self: &Arc<Self>, cluster_id: &Id, changes: &[ClaimChange]) {
-        let nodes: BTreeSet<&NodeId> =
-            changes.iter().map(|ClaimChange::Issue(signed)| &signed.payload.node_id).collect();
-        for node_id in nodes {
-            if self.links.connected_session(cluster_id, node_id).is_some() {
-                self.wake(cluster_id, node_id);
-            }
-        }
     }
 
     /// One node's worker: passes over its claims until the node is gone from this process and
@@ -802,8 +794,9 @@ impl Controller {
         let node_id = claim.node_id.clone();
         let claim_id = claim.id.clone();
         self.assignments_changed(&cluster_id).await;
-        if push_again && self.links.connected_session(&cluster_id, &node_id).is_some() {
-            self.claims.wake(&cluster_id, &node_id);
+        if push_again {
+            let node = BTreeSet::from([node_id]);
+            super::signals::notify_nodes_changed(&self.store, &cluster_id, node, &[ChangeKind::Claims]).await;
         }
         self.claim_listings(&cluster_id)
             .await?

@@ -9,13 +9,20 @@
 //! transaction, always in role order. Of two controllers recording different keys into an empty
 //! store at once, the first insert of the second waits for the first's transaction and then
 //! inserts nothing, so exactly one whole key set is recorded; each answers the set in use and
-//! compares it with its own. A key taken out of use stays recorded as `retired` (room for the
-//! rotation of the signing key, which will list retired keys).
+//! compares it with its own. A key taken out of use stays recorded as `retired`, with when.
+//!
+//! **A rotation is one compare-and-swap** ([`KeyRecordStore::rotate_recorded_key`]): the role's
+//! key in use is retired only while it is the one the caller read, and the new key recorded in
+//! the same transaction, so of two racing rotations one wins and the other writes nothing. The
+//! public key of each Ed25519 key is recorded beside its id (never a private key), so a retired
+//! signing key stays listed by `getControllerSigningKeys` after its private key is gone.
 
 use super::codec::counter_to_sql;
 use super::sql::{HoldsConnection, Statement};
 use super::{SqlStore, StoreError, rows};
+use crate::contract::signing::encode_public_key;
 use async_trait::async_trait;
+use ed25519_dalek::VerifyingKey;
 
 /// What a controller key is for. Each role has its own file under `keys/` and its own record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,7 +60,8 @@ impl std::fmt::Display for KeyRole {
     }
 }
 
-/// One recorded key: its role and key id. Nothing here is secret.
+/// One recorded key: its role, key id and (for an Ed25519 key) public key. Nothing here is
+/// secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRecord {
     /// What the key is for.
@@ -62,6 +70,12 @@ pub struct KeyRecord {
     pub key_id: String,
     /// When it was recorded, ms since the Unix epoch.
     pub recorded_at_ms: u64,
+    /// The public key of an Ed25519 key (identity, signing), whose id it is; `None` for the
+    /// secret key, and for a key recorded before public keys were, until a controller holding
+    /// that key records it.
+    pub public_key: Option<VerifyingKey>,
+    /// When it was taken out of use; `None` while in use.
+    pub retired_at_ms: Option<u64>,
 }
 
 /// Persistence of the controller's key records.
@@ -85,16 +99,40 @@ pub trait KeyRecordStore: Send + Sync {
     /// in one transaction: what an operator asks for when the store's keys are lost for good.
     /// Answers the keys in use afterwards.
     async fn replace_recorded_keys(&self, keys: &[KeyRecord], now_ms: u64) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Every record of `role`, in use and retired, oldest first (by `recorded_at`, then key id).
+    async fn key_history(&self, role: KeyRole) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Records the public key of the recorded key `key_id` of `role` where it has none yet (a
+    /// key recorded before public keys were). The caller checks that `key_id` is its id.
+    async fn record_public_key(&self, role: KeyRole, key_id: &str, public_key: &VerifyingKey)
+    -> Result<(), StoreError>;
+
+    /// Replaces `retiring`, read as its role's key in use, with `next`, in one transaction:
+    /// `retiring` becomes `retired` at `now_ms` (keeping its public key, recording the one given
+    /// when it had none) and `next` the role's key in use. Answers false, writing nothing, when
+    /// `retiring` is no longer the role's key in use (another rotation came first).
+    async fn rotate_recorded_key(
+        &self,
+        retiring: &KeyRecord,
+        next: &KeyRecord,
+        now_ms: u64,
+    ) -> Result<bool, StoreError>;
 }
+
+/// The columns [`rows::key_record`] reads.
+const KEY_RECORD_COLUMNS: &str = "role, key_id, recorded_at, retired_at, public_key";
 
 /// The key in use of each role, in role order, on `on`.
 async fn recorded_keys_on(on: &mut impl HoldsConnection) -> Result<Vec<KeyRecord>, StoreError> {
-    let mut records = Statement::new("SELECT role, key_id, recorded_at FROM controller_keys WHERE state = 'active'")
-        .fetch_all(on)
-        .await?
-        .iter()
-        .map(rows::key_record)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut records = Statement::new(
+        "SELECT role, key_id, recorded_at, retired_at, public_key FROM controller_keys WHERE state = 'active'",
+    )
+    .fetch_all(on)
+    .await?
+    .iter()
+    .map(rows::key_record)
+    .collect::<Result<Vec<_>, _>>()?;
     records.sort_by_key(|record| record.role);
     Ok(records)
 }
@@ -110,12 +148,22 @@ fn in_role_order(keys: &[KeyRecord]) -> Result<Vec<&KeyRecord>, StoreError> {
 }
 
 /// `sql`, an insert of `key` as its role's key in use (`$1` role, `$2` key id, `$3` recorded
-/// at), with its arguments.
-fn key_insert<'a>(sql: &'static str, key: &'a KeyRecord) -> Result<Statement<'a>, StoreError> {
+/// at, `$4` its public key as `public_key` spells it), with its arguments.
+fn key_insert<'a>(
+    sql: &'static str,
+    key: &'a KeyRecord,
+    public_key: &'a Option<String>,
+) -> Result<Statement<'a>, StoreError> {
     Ok(Statement::new(sql)
         .text(key.role.as_str())
         .text(&key.key_id)
-        .integer(counter_to_sql(key.recorded_at_ms, "key record time")?))
+        .integer(counter_to_sql(key.recorded_at_ms, "key record time")?)
+        .optional_text(public_key.as_deref()))
+}
+
+/// The stored spelling of a record's public key (unpadded base64url).
+fn stored_public_key(key: &KeyRecord) -> Option<String> {
+    key.public_key.as_ref().map(encode_public_key)
 }
 
 #[async_trait]
@@ -137,10 +185,12 @@ impl KeyRecordStore for SqlStore {
     async fn record_keys_if_absent(&self, keys: &[KeyRecord]) -> Result<Vec<KeyRecord>, StoreError> {
         let mut transaction = self.pool.begin_write().await?;
         for key in in_role_order(keys)? {
+            let public_key = stored_public_key(key);
             key_insert(
-                "INSERT INTO controller_keys (role, key_id, state, recorded_at) VALUES ($1, $2, 'active', $3) \
-                 ON CONFLICT DO NOTHING",
+                "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) \
+                 VALUES ($1, $2, 'active', $3, $4) ON CONFLICT DO NOTHING",
                 key,
+                &public_key,
             )?
             .execute(&mut transaction)
             .await?;
@@ -164,10 +214,13 @@ impl KeyRecordStore for SqlStore {
             .execute(&mut transaction)
             .await?;
             // A key that was retired before comes back into use under its first record.
+            let public_key = stored_public_key(key);
             key_insert(
-                "INSERT INTO controller_keys (role, key_id, state, recorded_at) VALUES ($1, $2, 'active', $3) \
-                 ON CONFLICT (role, key_id) DO UPDATE SET state = 'active', retired_at = NULL",
+                "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) \
+                 VALUES ($1, $2, 'active', $3, $4) ON CONFLICT (role, key_id) DO UPDATE \
+                 SET state = 'active', retired_at = NULL, public_key = COALESCE(controller_keys.public_key, $4)",
                 key,
+                &public_key,
             )?
             .execute(&mut transaction)
             .await?;
@@ -175,5 +228,72 @@ impl KeyRecordStore for SqlStore {
         let recorded = recorded_keys_on(&mut transaction).await?;
         transaction.commit().await?;
         Ok(recorded)
+    }
+
+    async fn key_history(&self, role: KeyRole) -> Result<Vec<KeyRecord>, StoreError> {
+        Statement::composed(format!(
+            "SELECT {KEY_RECORD_COLUMNS} FROM controller_keys WHERE role = $1 ORDER BY recorded_at, key_id{}",
+            self.pool.backend().bytewise()
+        ))
+        .text(role.as_str())
+        .fetch_all(&mut self.pool.connection().await?)
+        .await?
+        .iter()
+        .map(rows::key_record)
+        .collect()
+    }
+
+    async fn record_public_key(
+        &self,
+        role: KeyRole,
+        key_id: &str,
+        public_key: &VerifyingKey,
+    ) -> Result<(), StoreError> {
+        let public_key = encode_public_key(public_key);
+        Statement::new(
+            "UPDATE controller_keys SET public_key = $3 WHERE role = $1 AND key_id = $2 AND public_key IS NULL",
+        )
+        .text(role.as_str())
+        .text(key_id)
+        .text(&public_key)
+        .execute(&mut self.pool.connection().await?)
+        .await?;
+        Ok(())
+    }
+
+    async fn rotate_recorded_key(
+        &self,
+        retiring: &KeyRecord,
+        next: &KeyRecord,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        if retiring.role != next.role || retiring.key_id == next.key_id {
+            return Err(StoreError::Corrupt("a key rotation must replace a key of its role with another".into()));
+        }
+        let (retiring_public_key, next_public_key) = (stored_public_key(retiring), stored_public_key(next));
+        let mut transaction = self.pool.begin_write().await?;
+        let retired = Statement::new(
+            "UPDATE controller_keys SET state = 'retired', retired_at = $3, public_key = COALESCE(public_key, $4) \
+             WHERE role = $1 AND key_id = $2 AND state = 'active'",
+        )
+        .text(retiring.role.as_str())
+        .text(&retiring.key_id)
+        .integer(counter_to_sql(now_ms, "key retirement time")?)
+        .optional_text(retiring_public_key.as_deref())
+        .execute(&mut transaction)
+        .await?;
+        if retired != 1 {
+            transaction.rollback().await?;
+            return Ok(false);
+        }
+        key_insert(
+            "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) VALUES ($1, $2, 'active', $3, $4)",
+            next,
+            &next_public_key,
+        )?
+        .execute(&mut transaction)
+        .await?;
+        transaction.commit().await?;
+        Ok(true)
     }
 }

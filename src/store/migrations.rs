@@ -95,6 +95,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0011_network_projections.sql"),
         sqlite: include_str!("../../migrations/sqlite/0011_network_projections.sql"),
     },
+    EmbeddedMigration {
+        version: 12,
+        description: "controller key public keys",
+        postgres: include_str!("../../migrations/postgres/0012_controller_key_public_keys.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0012_controller_key_public_keys.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -1,7 +1,8 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
 //! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
-//! [`NetworkStore`], [`ProjectionStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
+//! [`NetworkStore`], [`ProjectionStore`], [`SignalStore`]) joined in [`Store`], implemented once by
+//! [`SqlStore`] for PostgreSQL
 //! (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
@@ -35,6 +36,7 @@ mod retention;
 mod rows;
 pub mod service_status;
 pub mod sessions;
+pub mod signals;
 mod sql;
 mod sqlite;
 pub mod storage_claims;
@@ -53,6 +55,7 @@ pub use relays::RelayStore;
 pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
+pub use signals::{ChangeKind, Signal, SignalStore, SignalSubscription};
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
 pub use storage_claims::StorageClaimStore;
 
@@ -138,6 +141,7 @@ pub trait Store:
     + KeyRecordStore
     + NetworkStore
     + ProjectionStore
+    + SignalStore
     + Send
     + Sync
     + 'static
@@ -166,6 +170,8 @@ pub type SharedStore = Arc<dyn Store>;
 #[derive(Debug, Clone)]
 pub struct SqlStore {
     pool: sql::Pool,
+    /// This store's end of the signals between controller processes (`signals.rs`).
+    signals: Arc<signals::SignalHub>,
 }
 
 impl SqlStore {
@@ -179,28 +185,29 @@ impl SqlStore {
 
     /// [`SqlStore::connect`] with explicit [`OpenOptions`].
     pub async fn connect_with(url: &str, options: OpenOptions) -> Result<SqlStore, StoreError> {
-        let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            postgres::connect(url, options.postgres_max_connections).await?
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = postgres::connect(url, options.postgres_max_connections).await?;
+            Ok(SqlStore { pool, signals: signals::SignalHub::for_postgres() })
         } else if url.starts_with("sqlite:") {
-            sqlite::connect(url).await?
+            let (pool, file) = sqlite::connect(url).await?;
+            Ok(SqlStore { pool, signals: signals::SignalHub::for_sqlite_file(file) })
         } else {
-            return Err(StoreError::Unavailable(
-                "the store URL must start with postgres://, postgresql:// or sqlite:".into(),
-            ));
-        };
-        Ok(SqlStore { pool })
+            Err(StoreError::Unavailable("the store URL must start with postgres://, postgresql:// or sqlite:".into()))
+        }
     }
 
     /// A store over an existing SQLite pool. Does not migrate. The pool's connections must
-    /// enforce foreign keys and have a busy timeout.
+    /// enforce foreign keys and have a busy timeout. Its signals reach the subscribers of this
+    /// store only.
     pub fn from_sqlite_pool(pool: sqlx::SqlitePool) -> SqlStore {
-        SqlStore { pool: sql::Pool::Sqlite(pool) }
+        SqlStore { pool: sql::Pool::Sqlite(pool), signals: signals::SignalHub::for_sqlite_file(None) }
     }
 
     /// Closes the pool: idle connections now, connections in use when they are returned. A SQLite
     /// file database first checkpoints its WAL into the database file and truncates it, so the
-    /// database file alone holds everything once the store is closed.
+    /// database file alone holds everything once the store is closed. The signal listener stops.
     pub async fn close(&self) {
+        self.signals.stop();
         if let sql::Pool::Sqlite(pool) = &self.pool {
             sqlite::checkpoint(pool).await;
         }

@@ -2,6 +2,7 @@
 //! `deadpool` over sqlx connections) for a `postgres://…` URL. Everything else — statements,
 //! transactions, migrations — is the same code for both backends (`sql.rs`, `dialect.rs`).
 
+pub(crate) mod listener;
 pub(crate) mod pool;
 
 use super::StoreError;

@@ -28,7 +28,7 @@ use crate::contract::network::{
     RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProjection, RuntimeNetworkProtectedAuthority,
 };
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
-use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
+use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed, decode_public_key, key_id as signing_key_id};
 use crate::contract::storage_claim::{RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim};
 use crate::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 
@@ -465,7 +465,8 @@ pub(crate) fn registration_facts(row: &Row) -> Result<RegistrationFacts, StoreEr
     })
 }
 
-/// A recorded controller key: `role`, `key_id`, `recorded_at`.
+/// A recorded controller key: `role`, `key_id`, `recorded_at`, `retired_at`, `public_key` (which
+/// must be an Ed25519 public key whose id is `key_id`).
 pub(crate) fn key_record(row: &Row) -> Result<KeyRecord, StoreError> {
     let role = row.text("role")?;
     let role =
@@ -474,7 +475,23 @@ pub(crate) fn key_record(row: &Row) -> Result<KeyRecord, StoreError> {
     if key_id.is_empty() {
         return Err(StoreError::Corrupt(format!("stored {role} key id is empty")));
     }
-    Ok(KeyRecord { role, key_id, recorded_at_ms: row.counter("recorded_at", "key record time")? })
+    let public_key = match row.optional_text("public_key")? {
+        None => None,
+        Some(text) => {
+            Some(decode_public_key(&text).filter(|public_key| signing_key_id(public_key) == key_id).ok_or_else(
+                || StoreError::Corrupt(format!("stored public key of {role} key {key_id} is not that key")),
+            )?)
+        }
+    };
+    let retired_at_ms =
+        row.optional_integer("retired_at")?.map(|at| counter_from_sql(at, "key retirement time")).transpose()?;
+    Ok(KeyRecord {
+        role,
+        key_id,
+        recorded_at_ms: row.counter("recorded_at", "key record time")?,
+        public_key,
+        retired_at_ms,
+    })
 }
 
 /// An address plan revision: `record`.

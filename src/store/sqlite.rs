@@ -14,7 +14,7 @@ use super::StoreError;
 use super::sql::Pool;
 use sqlx::Row as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -26,13 +26,15 @@ pub const SQLITE_POOL_SIZE: u32 = 8;
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens `url`: `sqlite://path` (the file is created if missing) or an in-memory database
-/// (`sqlite::memory:`, `sqlite://?mode=memory`). No error names the URL.
-pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
+/// (`sqlite::memory:`, `sqlite://?mode=memory`), with the database file's canonical path (`None`
+/// in memory). No error names the URL.
+pub(crate) async fn connect(url: &str) -> Result<(Pool, Option<PathBuf>), StoreError> {
     let in_memory = url.contains(":memory:") || url.contains("mode=memory");
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|_| StoreError::Unavailable("the SQLite store URL does not parse".into()))?
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    let file = (!in_memory).then(|| options.get_filename().to_owned());
     let (options, pool_options) = if in_memory {
         // Every connection to `sqlite::memory:` would otherwise be its own empty database.
         let pool_options =
@@ -49,7 +51,9 @@ pub(crate) async fn connect(url: &str) -> Result<Pool, StoreError> {
         .connect_with(options)
         .await
         .map_err(|error| StoreError::Unavailable(format!("cannot open the SQLite database: {error}")))?;
-    Ok(Pool::Sqlite(pool))
+    // The file exists now; its canonical path names it for the signals of this process.
+    let file = file.map(|file| std::fs::canonicalize(&file).unwrap_or(file));
+    Ok((Pool::Sqlite(pool), file))
 }
 
 /// Creates the database file `path` empty with mode 0600 unless it exists (an empty file is an

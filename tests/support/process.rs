@@ -56,8 +56,14 @@ impl Started {
 /// Starts `cloudly serve` on `database_url` with `data_dir` and a free port, and waits until it
 /// serves or exits.
 pub fn start(data_dir: &Path, database_url: &str) -> Started {
+    start_with(data_dir, database_url, &[])
+}
+
+/// [`start`] with more environment variables (`CLOUDLY_…` settings).
+pub fn start_with(data_dir: &Path, database_url: &str, environment: &[(&str, &str)]) -> Started {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cloudly"))
         .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .envs(environment.iter().copied())
         .env("CLOUDLY_DATA_DIR", data_dir)
         .env("CLOUDLY_DATABASE_URL", database_url)
         // Debug lines too, so that tests searching the log for secrets search them all.
@@ -137,6 +143,18 @@ impl Serving {
     pub async fn call_as_admin(&self, method: &str, mut request: Value) -> Result<Value, cloudly::client::CallError> {
         request["identity"] = self.admin_identity();
         self.client().call(method, request).await
+    }
+
+    /// Waits until the log holds `text`, at most `wait`; answers whether it does.
+    pub async fn log_shows(&self, text: &str, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while !self.log().contains(text) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        true
     }
 
     /// Stops the process with SIGTERM; it must exit successfully after a clean stop. Answers its log.
