@@ -1,8 +1,8 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
 //! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
-//! [`NetworkStore`], [`SignalStore`]) joined in [`Store`], implemented once by [`SqlStore`] for PostgreSQL
-//! (production) and an embedded SQLite (one box).
+//! [`NetworkStore`], [`SignalStore`]) joined in [`Store`], implemented once by [`SqlStore`] for
+//! PostgreSQL (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
