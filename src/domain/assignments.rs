@@ -18,9 +18,9 @@
 //! `putServiceRuntimeSpec` and `deleteService`, and in the background, coalesced per cluster,
 //! after an accepted `designateClusterIngress` ([`AssignmentReconciler`]), so the designation's
 //! answer does not wait for it. The nodes whose set changed get `pushRuntimeChanged` down their
-//! socket, in whichever controller process holds it (`signals`), best effort. The decision runs inside the store's transaction under the cluster's
-//! lock, so concurrent reconciles (also in other processes) never issue two different
-//! generations with one number.
+//! socket, in whichever controller process holds it (`signals`), best effort. The decision runs
+//! inside the store's transaction under the cluster's lock, so concurrent reconciles (also in
+//! other processes) never issue two different generations with one number.
 
 use super::Clock;
 use super::projections::ProjectionIssuer;

@@ -2,8 +2,7 @@
 //! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
 //! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
 //! [`NetworkStore`], [`ProjectionStore`], [`SignalStore`]) joined in [`Store`], implemented once by
-//! [`SqlStore`] for PostgreSQL
-//! (production) and an embedded SQLite (one box).
+//! [`SqlStore`] for PostgreSQL (production) and an embedded SQLite (one box).
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
