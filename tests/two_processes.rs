@@ -374,3 +374,46 @@ async fn after_a_rotation_both_processes_sign_with_the_new_key_once_their_keys_h
     let _ = std::fs::remove_dir_all(pair.root);
     database.drop_now().await;
 }
+
+/// Cluster `c1`'s address plan at `revision` with one platform endpoint on port `port`.
+fn address_plan(revision: u64, port: u16) -> Value {
+    json!({ "plan": { "clusterId": "c1", "revision": revision, "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
+        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
+        "vpn": null, "hubs": [],
+        "platformEndpoints": [{ "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": port }] } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_projection_issued_through_one_process_reaches_a_node_connected_to_the_other() {
+    use cloudly::contract::network::projection::admit_runtime_network_projection;
+    use support::node_agent::NodeAgent;
+
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let pair = start_two(&database);
+    let bearer = seed(&pair, json!([])).await;
+    pair.call(1, "putRuntimeNetworkAddressPlan", address_plan(1, 9000)).await.unwrap();
+    let mut agent = NodeAgent::connect_holding(&pair.first.base_url, support::node_agent::NodeVolumes::new()).await;
+    let session = agent.open("c1", "node-1", &bearer).await;
+    let first = agent.call("getRuntimeNetworkProjection", json!({ "session": session, "known": null })).await.unwrap();
+    let first = first["projection"]["payload"].clone();
+    assert_eq!(first["endpoints"].as_array().map(Vec::len), Some(1), "the db lease: {first}");
+    agent.drain_pushes();
+
+    // A plan change through the second process: the node on the first hears of its projection.
+    pair.call(1, "putRuntimeNetworkAddressPlan", address_plan(2, 9001)).await.unwrap();
+    let push = pushed_within_bound(&mut agent, "a projection issued through the other process").await;
+    assert_eq!(push["method"], json!("pushRuntimeChanged"));
+    assert_eq!(push["request"], json!({ "kinds": ["projection"] }));
+    let reference = json!({ "id": first["id"], "generation": first["generation"], "digest": first["digest"] });
+    let next =
+        agent.call("getRuntimeNetworkProjection", json!({ "session": session, "known": reference })).await.unwrap();
+    let next = next["projection"]["payload"].clone();
+    assert_eq!(next["protectedAuthority"]["platformEndpoints"][0]["port"], json!(9001));
+    admit_runtime_network_projection(Some(&first), &next, None).expect("the node admits it");
+
+    drop(agent);
+    pair.first.terminate();
+    pair.second.terminate();
+    let _ = std::fs::remove_dir_all(pair.root);
+    database.drop_now().await;
+}
