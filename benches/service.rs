@@ -50,6 +50,9 @@ const DEFAULT_MEASURE_SECONDS: u64 = 5;
 const MAX_OPS_PER_CLIENT: u64 = 1_000_000;
 /// How long past its planned end a phase may run before the run is abandoned.
 const PHASE_OVERRUN: Duration = Duration::from_secs(60);
+/// Replicas of each seeded `ingress` spec: every background reconcile after a designation issues
+/// one assignment generation per replica.
+const REPLICAS: u64 = 2;
 /// Targets of the issue.
 const TARGET_DESIGNATE_RATIO: f64 = 0.4;
 const TARGET_GET_RATIO: f64 = 0.5;
@@ -637,7 +640,7 @@ async fn seed(client: &Client, identity: &Value) -> BenchResult<()> {
             "putServiceRuntimeSpec",
             json!({ "spec": {
                 "clusterId": cluster, "serviceId": "ingress", "organizationId": "org",
-                "image": "registry.example/ingress:1.4.2", "replicas": 2,
+                "image": "registry.example/ingress:1.4.2", "replicas": REPLICAS,
                 "placement": { "nodeIds": ["node-1", "node-2"] },
                 "ports": [{ "protocol": "tcp", "port": 443 }],
                 "environment": [{ "name": "LOG_LEVEL", "value": "info" }],
@@ -654,11 +657,7 @@ async fn seed(client: &Client, identity: &Value) -> BenchResult<()> {
 
 struct Report {
     binary: PathBuf,
-    phases: Vec<PhaseResult>,
-    rss_idle_kib: u64,
-    rss_after_designate_kib: u64,
-    hwm_kib: u64,
-    rss_end_kib: u64,
+    measured: Measured,
     measure: Duration,
 }
 
@@ -678,12 +677,32 @@ async fn run(database_url: String) -> BenchResult<Report> {
     let server = ServerProcess::start(&binary, &data_dir.0, &database_url).await?;
     let outcome = measure_all(&server, &data_dir.0, &database_url, measure).await;
     let stopped = server.stop().await;
-    let (phases, rss_idle_kib, rss_after_designate_kib, hwm_kib, rss_end_kib) = outcome?;
+    let measured = outcome?;
     stopped?;
-    Ok(Report { binary, phases, rss_idle_kib, rss_after_designate_kib, hwm_kib, rss_end_kib, measure })
+    Ok(Report { binary, measured, measure })
 }
 
-type Measured = (Vec<PhaseResult>, u64, u64, u64, u64);
+struct Measured {
+    phases: Vec<PhaseResult>,
+    rss_idle_kib: u64,
+    rss_after_designate_kib: u64,
+    hwm_kib: u64,
+    rss_end_kib: u64,
+    /// Designations accepted and assignment generations issued (by the background reconciles
+    /// they start) from the start of the first (b) slice to the end of the last, warm-ups included.
+    reissue: (u64, u64),
+}
+
+/// Designation generations and assignment generations stored so far.
+async fn stored_generations(pool: &PgPool) -> BenchResult<(u64, u64)> {
+    let (designations, assignments): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM ingress_designations), (SELECT count(*) FROM runtime_assignments)",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(fail("count the stored generations"))?;
+    Ok((designations.unsigned_abs(), assignments.unsigned_abs()))
+}
 
 async fn measure_all(
     server: &ServerProcess,
@@ -763,13 +782,17 @@ async fn measure_all(
     ];
     let slice = measure / ROUNDS;
     let mut rss_after_designate_kib = 0;
+    let mut reissue = (0, 0);
     for round in 0..ROUNDS {
         let warm_up = if round == 0 { WARM_UP } else { SLICE_WARM_UP };
         let [a, a_one_row, b, c, d] = &mut totals;
         cas = run_slice(&context, &pool, warm_up, slice, cas, a).await?;
         cas_one_row = run_slice(&context, &pool, warm_up, slice, cas_one_row, a_one_row).await?;
         // Every later phase of the round reads the designations this one wrote.
+        let before = stored_generations(&pool).await?;
         designators = run_slice(&context, &pool, warm_up, slice, designators, b).await?;
+        let after = stored_generations(&pool).await?;
+        reissue = (reissue.0 + after.0 - before.0, reissue.1 + after.1 - before.1);
         rss_after_designate_kib = server.memory_kib()?.1;
         selects = run_slice(&context, &pool, warm_up, slice, selects, c).await?;
         getters = run_slice(&context, &pool, warm_up, slice, getters, d).await?;
@@ -777,7 +800,7 @@ async fn measure_all(
     let phases = totals.into_iter().map(|totals| totals.result(&context)).collect::<BenchResult<Vec<_>>>()?;
     let (hwm_kib, rss_end_kib) = server.memory_kib()?;
     pool.close().await;
-    Ok((phases, rss_idle_kib, rss_after_designate_kib, hwm_kib, rss_end_kib))
+    Ok(Measured { phases, rss_idle_kib, rss_after_designate_kib, hwm_kib, rss_end_kib, reissue })
 }
 
 fn verdict(pass: bool) -> &'static str {
@@ -785,6 +808,7 @@ fn verdict(pass: bool) -> &'static str {
 }
 
 fn print_report(report: &Report) {
+    let measured = &report.measured;
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!();
     println!(
@@ -801,7 +825,7 @@ fn print_report(report: &Report) {
         "{:<38} {:>8} {:>8} {:>8} {:>8} {:>8}   {:>23} {:>5} {:>6}",
         "phase", "ops", "ops/s", "p50 ms", "p99 ms", "max ms", "CPU ms/op bench/srv/pg", "busy", "others"
     );
-    for phase in &report.phases {
+    for phase in &measured.phases {
         let (bench, server, rest) = phase.cpu_ms_per_op;
         println!(
             "{:<38} {:>8} {:>8.0} {:>8.2} {:>8.2} {:>8.2}   {:>6.3} / {:>5.3} / {:>5.3} {:>4.0}% {:>5.0}%",
@@ -819,7 +843,7 @@ fn print_report(report: &Report) {
         );
     }
     let throughput = |prefix: &str| {
-        report.phases.iter().find(|phase| phase.label.starts_with(prefix)).map_or(f64::NAN, |phase| phase.throughput)
+        measured.phases.iter().find(|phase| phase.label.starts_with(prefix)).map_or(f64::NAN, |phase| phase.throughput)
     };
     let designate_ratio = throughput("(b)") / throughput("(a)");
     let get_ratio = throughput("(d)") / throughput("(c)");
@@ -827,12 +851,12 @@ fn print_report(report: &Report) {
     // throughput ratio would be on a machine where this workload alone is CPU-bound, and far less
     // sensitive to other programs than the throughput.
     let cpu_cost = |prefix: &str| {
-        report.phases.iter().find(|phase| phase.label.starts_with(prefix)).map_or(f64::NAN, |phase| {
+        measured.phases.iter().find(|phase| phase.label.starts_with(prefix)).map_or(f64::NAN, |phase| {
             let (bench, server, postgres) = phase.cpu_ms_per_op;
             bench + server + postgres
         })
     };
-    let hwm = mib(report.hwm_kib);
+    let hwm = mib(measured.hwm_kib);
     println!();
     println!(
         "b/a (designate / raw CAS, own row)  = {designate_ratio:.3}   target >= {TARGET_DESIGNATE_RATIO}   {}",
@@ -853,9 +877,15 @@ fn print_report(report: &Report) {
     );
     println!(
         "server RSS: {:.1} MiB after seeding, {:.1} MiB after the last (b) slice, {:.1} MiB at the end",
-        mib(report.rss_idle_kib),
-        mib(report.rss_after_designate_kib),
-        mib(report.rss_end_kib)
+        mib(measured.rss_idle_kib),
+        mib(measured.rss_after_designate_kib),
+        mib(measured.rss_end_kib)
+    );
+    let (designations, generations) = measured.reissue;
+    println!(
+        "(b) background re-issue: {generations} assignment generations for {designations} designations: about {:.2} \
+         reconciles per designation ({REPLICAS} generations each)",
+        generations as f64 / REPLICAS as f64 / designations.max(1) as f64
     );
     println!(
         "CPU ms/op: CPU time per operation of the bench process / the server process / the PostgreSQL backends of the"
@@ -863,7 +893,7 @@ fn print_report(report: &Report) {
     println!(
         "bench database and the WAL writer. busy: the machine's CPUs in use; others: the share used by anything else."
     );
-    if report.phases.iter().any(|phase| phase.other_busy > 0.10) {
+    if measured.phases.iter().any(|phase| phase.other_busy > 0.10) {
         println!("WARNING: other programs used more than 10% of the CPUs during a phase; the numbers are disturbed.");
     }
 }

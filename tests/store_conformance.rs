@@ -30,6 +30,7 @@ use cloudly::keys::ControllerKeys;
 use cloudly::store::StoredNetworkPlan;
 use cloudly::store::network::LeaseChange;
 use cloudly::store::service_status::RecordedStatus;
+use cloudly::store::sessions::{AssignmentChange, StoredAssignment};
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
     Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
@@ -103,6 +104,8 @@ on_both_stores!(run =>
     claims_link_their_heads_and_keep_each_answer,
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
+    assignment_generations_are_written_in_batches_under_their_guards,
+    facts_read_under_the_lock_see_what_its_last_holder_wrote,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1660,4 +1663,121 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     assert_eq!(heads.unreadable[0].volume_id, id("data"));
     assert!(matches!(store.get_claim(&cluster_id, &claim_id, 2).await, Err(StoreError::Corrupt(_))));
     assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime assignments.
+
+/// The next generation of `head` with `image`, linking it, digested and signed.
+fn next_generation(head: &StoredAssignment, image: &str, keys: &ControllerKeys) -> AssignmentChange {
+    let mut payload = head.signed.payload.clone();
+    payload.generation += 1;
+    payload.previous = Some(head.signed.payload.reference());
+    payload.workload.image = image.to_owned();
+    payload.digest = payload.compute_digest();
+    AssignmentChange::Issue(Box::new(cloudly::contract::signing::sign(&keys.signing, payload)))
+}
+
+/// The (id, generation, image, active) of every assignment head of `c1`, sorted by id.
+async fn assignment_heads(store: &SharedStore) -> Vec<(Id, u64, String, bool)> {
+    let heads = store.assignment_facts(&id("c1")).await.unwrap().heads;
+    assert!(heads.unreadable.is_empty());
+    heads
+        .readable
+        .iter()
+        .map(|head| {
+            let payload = &head.signed.payload;
+            (payload.id.clone(), payload.generation, payload.workload.image.clone(), head.active)
+        })
+        .collect()
+}
+
+/// The new generations of one apply are written a batch per statement: first generations of new
+/// ids and next generations of existing ones, each with its head, read back as written. A batch
+/// one of whose records already exists is refused by its guard (`Unavailable`); rolled back, it
+/// leaves nothing.
+async fn assignment_generations_are_written_in_batches_under_their_guards(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    for name in ["node-1", "node-2"] {
+        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
+    }
+    let cluster = id("c1");
+    let keys = ControllerKeys::generate().unwrap();
+    let controller =
+        Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
+    // Generation 1 of both replicas: one batch of new ids.
+    controller.reconcile_assignments(&cluster).await.unwrap();
+    let first = store.assignment_facts(&cluster).await.unwrap().heads.readable;
+    let ids: Vec<Id> = first.iter().map(|head| head.signed.payload.id.clone()).collect();
+    let image = |generation: u64, image: &str| -> Vec<(Id, u64, String, bool)> {
+        ids.iter().map(|id| (id.clone(), generation, image.to_owned(), true)).collect()
+    };
+    assert_eq!(assignment_heads(&store).await, image(1, "ingress:1"));
+
+    // Generation 2 of both and generation 1 of a new id, in one apply.
+    let mut extra = first[0].signed.payload.clone();
+    extra.id = id("asg-extra");
+    extra.digest = extra.compute_digest();
+    let extra = AssignmentChange::Issue(Box::new(cloudly::contract::signing::sign(&keys.signing, extra)));
+    let mut changes: Vec<AssignmentChange> =
+        first.iter().map(|head| next_generation(head, "ingress:2", &keys)).collect();
+    changes.push(extra);
+    let mut locked = store.lock_assignments(&cluster).await.unwrap();
+    locked.apply(&changes).await.unwrap();
+    locked.commit().await.unwrap();
+    let mut expected = image(2, "ingress:2");
+    expected.push((id("asg-extra"), 1, "ingress:1".to_owned(), true));
+    expected.sort_by(|left, right| left.0.as_str().cmp(right.0.as_str()));
+    assert_eq!(assignment_heads(&store).await, expected);
+    for change in &changes {
+        let AssignmentChange::Issue(signed) = change else { unreachable!() };
+        let payload = &signed.payload;
+        let stored = store.get_assignment(&cluster, &payload.id, payload.generation).await.unwrap().unwrap();
+        assert_eq!((&stored.signed, stored.active), (&**signed, true));
+    }
+
+    // A generation-3 record of the second replica already exists beside its chain: the batch
+    // writes one record of two, its guard refuses, and the rollback leaves nothing of it.
+    context
+        .database
+        .execute(&format!(
+            "INSERT INTO runtime_assignments \
+               (cluster_id, assignment_id, generation, node_id, service_id, digest, record, signature) \
+             SELECT cluster_id, assignment_id, 3, node_id, service_id, digest, record, signature \
+             FROM runtime_assignments WHERE assignment_id = '{}' AND generation = 2",
+            ids[1]
+        ))
+        .await;
+    let mut locked = store.lock_assignments(&cluster).await.unwrap();
+    let second = locked.facts().heads.readable.iter().filter(|head| ids.contains(&head.signed.payload.id)).cloned();
+    let changes: Vec<AssignmentChange> = second.map(|head| next_generation(&head, "ingress:3", &keys)).collect();
+    let refused = locked.apply(&changes).await;
+    assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");
+    locked.rollback().await.unwrap();
+    assert_eq!(assignment_heads(&store).await, expected);
+    assert_eq!(store.get_assignment(&cluster, &ids[0], 3).await.unwrap(), None);
+}
+
+/// The facts of a reconcile that waited for the cluster's lock include what the lock's holder
+/// committed meanwhile (here a storage claim head).
+async fn facts_read_under_the_lock_see_what_its_last_holder_wrote(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let mut holder = store.lock_assignments(&id("c1")).await.unwrap();
+    let waiter = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let locked = store.lock_assignments(&id("c1")).await.unwrap();
+            let claims = locked.facts().claims.clone();
+            locked.rollback().await.unwrap();
+            claims
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the second reconcile waits for the lock");
+    holder.apply_claims(&[claim(1, None, LocalStorageLifecycle::Bound)], 100).await.unwrap();
+    holder.commit().await.unwrap();
+    let claims = waiter.await.unwrap();
+    assert_eq!(claims.readable.iter().map(|head| head.signed.payload.generation).collect::<Vec<_>>(), [1]);
 }

@@ -426,9 +426,15 @@ impl AssignmentReconciler {
             return Ok(BTreeSet::new());
         }
         let nodes = touched_nodes(facts, &changes);
+        // Leases follow the assignments only where there is something to allocate or release: a
+        // cluster with neither a plan nor a live lease has no lease to change (the plan and the
+        // leases were read under this lock, and applying assignments changes neither).
+        let leases_follow = facts.plan.is_some() || !facts.leases.is_empty();
         locked.apply_claims(&claims, issued_at).await?;
         locked.apply(&changes).await?;
-        super::network::leases_follow_assignments(&mut *locked.leases()).await?;
+        if leases_follow {
+            super::network::leases_follow_assignments(&mut *locked.leases()).await?;
+        }
         locked.commit().await?;
         let claim_nodes = claims.iter().map(|ClaimChange::Issue(signed)| signed.payload.node_id.clone()).collect();
         notify_nodes_changed(&self.store, cluster_id, claim_nodes, &[ChangeKind::Claims]).await;

@@ -18,7 +18,7 @@ use super::registrations::{
 };
 use super::relays::{IngressRoute, RelayConnectionState, RouteBackend, StoredRelayConnection, StoredRelayCredential};
 use super::service_status::{HeadState, RecordedStatus};
-use super::sessions::{ReportedState, StoredAssignment, UnreadableHead};
+use super::sessions::{ClusterFacts, ReportedState, StoredAssignment, UnreadableHead};
 use super::sql::Row;
 use super::storage_claims::{ClaimAnswer, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim, UnreadableClaim};
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
@@ -74,6 +74,21 @@ pub(crate) fn cluster(row: &Row) -> Result<StoredCluster, StoreError> {
         cluster: read_cluster(&row.text("record")?)?,
         revision: row.counter("revision", "cluster revision")?,
     })
+}
+
+/// A cluster's facts beside its row (`sessions.rs`, `CLUSTER_FACTS`): `designation` (NULL:
+/// none), `plan` and `authority` (NULL: no plan), `live_leases`, `claims`. A plan whose protected
+/// authority is missing or does not read back is [`StoreError::Corrupt`].
+pub(crate) fn cluster_facts(row: &Row) -> Result<ClusterFacts, StoreError> {
+    let designation = optional_designation(row, "designation")?;
+    let plan = row.optional_text("plan")?.map(|text| read_digested(&text, "address plan")).transpose()?;
+    if plan.is_some() {
+        let authority = row
+            .optional_text("authority")?
+            .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
+        read_digested::<RuntimeNetworkProtectedAuthority>(&authority, "protected authority")?;
+    }
+    Ok(ClusterFacts { designation, plan, live_leases: row.boolean("live_leases")?, claims: row.boolean("claims")? })
 }
 
 /// A node of `cluster_id`: `record`, `bearer_hash`, `revision`.

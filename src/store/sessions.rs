@@ -7,18 +7,19 @@
 //!
 //! Assignments: every generation is kept with its signature. A head per assignment names its
 //! latest generation and whether it is in its node's current set. The domain plans the changes
-//! from facts read under the cluster's lock ([`SessionStore::lock_assignments`]), and each change
-//! is a guarded statement (insert of a new primary key, head update where the generation is the
-//! expected one), so two controller processes never write two different generations with one
-//! number: the second waits for the lock and re-reads the first's heads. A reported state is kept
-//! as the text the domain gives (the schema admits the four states of the spec).
+//! from facts read under the cluster's lock ([`SessionStore::lock_assignments`]), and every change
+//! is written by guarded statements (insert of a new primary key, head update where the
+//! generation is the expected one; the new generations of one reconcile a batch per statement,
+//! guarded by the count of rows written), so two controller processes never write two different
+//! generations with one number: the second waits for the lock and re-reads the first's heads. A
+//! reported state is kept as the text the domain gives (the schema admits the four states of the
+//! spec).
 //!
 //! **An assignment record that does not read back affects only itself.** Heads are read as
 //! [`AssignmentHeads`]: a head whose record fails its contract reader is an [`UnreadableHead`],
 //! described by the head's own columns, and the rest of the cluster reads on.
 
 use super::codec::{counter_to_sql, record_text};
-use super::designations::cluster_designation_on;
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::network::{LeaseWriter, TransactionLeases};
@@ -238,8 +239,27 @@ const HEADS: &str = "SELECT a.record, a.signature, a.digest, h.active, h.assignm
      JOIN runtime_assignments a \
        ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation";
 
+/// What a reconcile's facts read beside the cluster row, in one statement ([`rows::cluster_facts`]
+/// reads it): the cluster's current designation, its current address plan (the highest
+/// revision) and protected authority (the highest generation), and whether it has a live lease
+/// and a storage claim head. No row: no such cluster.
+///
+/// It is a statement of its own after the cluster's row is locked, never part of the locking
+/// statement: PostgreSQL evaluates a `SELECT … FOR UPDATE`'s other subqueries in the snapshot it
+/// took before waiting for the lock, so they would miss what the previous holder wrote.
+const CLUSTER_FACTS: &str = "SELECT \
+       (SELECT d.record FROM ingress_designations d \
+          WHERE d.cluster_id = c.id AND d.generation = c.designation_generation) AS designation, \
+       (SELECT p.record FROM runtime_network_address_plans p \
+          WHERE p.cluster_id = c.id ORDER BY p.revision DESC LIMIT 1) AS plan, \
+       (SELECT a.record FROM runtime_network_protected_authorities a \
+          WHERE a.cluster_id = c.id ORDER BY a.generation DESC LIMIT 1) AS authority, \
+       EXISTS (SELECT 1 FROM runtime_network_lease_heads l WHERE l.cluster_id = c.id AND l.live) AS live_leases, \
+       EXISTS (SELECT 1 FROM runtime_local_storage_claim_heads h WHERE h.cluster_id = c.id) AS claims \
+     FROM clusters c WHERE c.id = $1";
+
 /// Reads the facts of a reconcile; `lock` takes the cluster's lock first (inside a write
-/// transaction).
+/// transaction). The live leases and the claim heads are read only when the cluster has any.
 async fn read_facts(
     on: &mut impl HoldsConnection,
     backend: Backend,
@@ -256,6 +276,13 @@ async fn read_facts(
             .map(|row| rows::cluster(&row))
             .transpose()?
     };
+    let facts = Statement::new(CLUSTER_FACTS)
+        .text(cluster_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| rows::cluster_facts(&row))
+        .transpose()?
+        .unwrap_or_default();
     let nodes = cluster_nodes(on, backend, cluster_id).await?;
     let services = Statement::composed(format!(
         "SELECT r.body, r.revision FROM services s \
@@ -270,17 +297,30 @@ async fn read_facts(
     .iter()
     .map(rows::service_spec)
     .collect::<Result<Vec<_>, _>>()?;
-    let designation = cluster_designation_on(on, cluster_id).await?.flatten();
     let heads = AssignmentHeads::from_rows(
         &Statement::composed(format!("{HEADS} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}", backend.bytewise()))
             .text(cluster_id.as_str())
             .fetch_all(on)
             .await?,
     )?;
-    let plan = super::network::current_plan(on, cluster_id).await?.map(|stored| stored.plan);
-    let leases = super::network::live_leases_on(on, cluster_id).await?;
-    let claims = claim_heads_on(on, backend, cluster_id).await?;
+    let leases = if facts.live_leases { super::network::live_leases_on(on, cluster_id).await? } else { Vec::new() };
+    let claims = if facts.claims { claim_heads_on(on, backend, cluster_id).await? } else { ClaimHeads::default() };
+    let (designation, plan) = (facts.designation, facts.plan);
     Ok(AssignmentFacts { cluster, nodes, services, designation, heads, plan, leases, claims })
+}
+
+/// A cluster's facts beside its row ([`CLUSTER_FACTS`]); all absent for a cluster that does not
+/// exist.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterFacts {
+    /// Its current designation.
+    pub(crate) designation: Option<ClusterIngressDesignation>,
+    /// Its current address plan.
+    pub(crate) plan: Option<RuntimeNetworkAddressPlan>,
+    /// True when it has a live lease.
+    pub(crate) live_leases: bool,
+    /// True when it has a storage claim head.
+    pub(crate) claims: bool,
 }
 
 /// The signature block of a signed assignment as stored text.
@@ -339,81 +379,164 @@ fn check_assignment_changes(
     Ok(())
 }
 
-/// Writes one checked change with guarded statements; false when a guard found another state.
-async fn apply_change(
+/// The most new generations one statement of [`apply_changes`] writes.
+const ISSUES_PER_STATEMENT: usize = 64;
+
+/// `rows` rows of `columns` placeholders each, numbered from `$2` on (`$1` is the cluster id),
+/// each row opened by `lead` and closed by `tail`: `(lead$2, $3tail), (lead$4, $5tail)`.
+fn placeholder_rows(rows: usize, columns: usize, lead: &str, tail: &str) -> String {
+    (0..rows)
+        .map(|row| {
+            let placeholders: Vec<String> =
+                (0..columns).map(|column| format!("${}", 2 + row * columns + column)).collect();
+            format!("({lead}{}{tail})", placeholders.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Writes checked changes with guarded statements; false when a guard found another state. New
+/// generations are written a batch at a time: their records in one statement, the heads of new
+/// ids in one, and the heads that move to them in one, each statement guarded by the count of
+/// rows it must write.
+async fn apply_changes(
     transaction: &mut impl HoldsConnection,
     cluster_id: &Id,
-    change: &AssignmentChange,
+    changes: &[AssignmentChange],
 ) -> Result<bool, StoreError> {
-    match change {
-        AssignmentChange::Issue(signed) => {
-            let payload = &signed.payload;
-            let generation = counter_to_sql(payload.generation, "assignment generation")?;
-            let inserted = Statement::new(
-                "INSERT INTO runtime_assignments \
-                   (cluster_id, assignment_id, generation, node_id, service_id, digest, record, signature) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
-            )
-            .text(cluster_id.as_str())
-            .text(payload.id.as_str())
-            .integer(generation)
-            .text(payload.node_id.as_str())
-            .text(payload.service_id.as_str())
-            .text(payload.digest.as_str())
-            .text(&record_text(payload, "runtime assignment")?)
-            .text(&signature_text(signed)?)
-            .execute(transaction)
-            .await?;
-            if inserted != 1 {
-                return Ok(false);
-            }
-            let moved = match &payload.previous {
-                None => {
-                    Statement::new(
-                        "INSERT INTO runtime_assignment_heads \
-                           (cluster_id, assignment_id, generation, node_id, service_id, active) \
-                         VALUES ($1, $2, $3, $4, $5, TRUE) ON CONFLICT DO NOTHING",
-                    )
-                    .text(cluster_id.as_str())
-                    .text(payload.id.as_str())
-                    .integer(generation)
-                    .text(payload.node_id.as_str())
-                    .text(payload.service_id.as_str())
-                    .execute(transaction)
-                    .await?
-                }
-                Some(previous) => {
-                    Statement::new(
-                        "UPDATE runtime_assignment_heads SET generation = $3, node_id = $4, service_id = $5, \
-                           active = TRUE \
-                         WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $6",
-                    )
-                    .text(cluster_id.as_str())
-                    .text(payload.id.as_str())
-                    .integer(generation)
-                    .text(payload.node_id.as_str())
-                    .text(payload.service_id.as_str())
-                    .integer(counter_to_sql(previous.generation, "assignment generation")?)
-                    .execute(transaction)
-                    .await?
-                }
-            };
-            Ok(moved == 1)
-        }
-        AssignmentChange::SetActive { id, generation, active } => {
-            let updated = Statement::new(
-                "UPDATE runtime_assignment_heads SET active = $4 \
-                 WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $3",
-            )
-            .text(cluster_id.as_str())
-            .text(id.as_str())
-            .integer(counter_to_sql(*generation, "assignment generation")?)
-            .boolean(*active)
-            .execute(transaction)
-            .await?;
-            Ok(updated == 1)
+    let issued: Vec<&Signed<RuntimeAssignment>> = changes
+        .iter()
+        .filter_map(|change| match change {
+            AssignmentChange::Issue(signed) => Some(&**signed),
+            AssignmentChange::SetActive { .. } => None,
+        })
+        .collect();
+    for batch in issued.chunks(ISSUES_PER_STATEMENT) {
+        if !issue_generations(transaction, cluster_id, batch).await? {
+            return Ok(false);
         }
     }
+    for change in changes {
+        let AssignmentChange::SetActive { id, generation, active } = change else { continue };
+        let updated = Statement::new(
+            "UPDATE runtime_assignment_heads SET active = $4 \
+             WHERE cluster_id = $1 AND assignment_id = $2 AND generation = $3",
+        )
+        .text(cluster_id.as_str())
+        .text(id.as_str())
+        .integer(counter_to_sql(*generation, "assignment generation")?)
+        .boolean(*active)
+        .execute(transaction)
+        .await?;
+        if updated != 1 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// One generation's row of `runtime_assignments`, as text ready to bind.
+struct GenerationRow<'a> {
+    payload: &'a RuntimeAssignment,
+    generation: i64,
+    previous: Option<i64>,
+    record: String,
+    signature: String,
+}
+
+/// Writes a batch of new generations (each of its own assignment): the records, then each new
+/// id's head (active), then each moved head (from the previous generation, active); false when a
+/// record already exists, a new id already has a head, or a head is not at the previous
+/// generation.
+async fn issue_generations(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    batch: &[&Signed<RuntimeAssignment>],
+) -> Result<bool, StoreError> {
+    let rows = batch
+        .iter()
+        .map(|signed| {
+            let payload = &signed.payload;
+            Ok(GenerationRow {
+                payload,
+                generation: counter_to_sql(payload.generation, "assignment generation")?,
+                previous: payload
+                    .previous
+                    .as_ref()
+                    .map(|previous| counter_to_sql(previous.generation, "assignment generation"))
+                    .transpose()?,
+                record: record_text(payload, "runtime assignment")?,
+                signature: signature_text(signed)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut records = Statement::composed(format!(
+        "INSERT INTO runtime_assignments \
+           (cluster_id, assignment_id, generation, node_id, service_id, digest, record, signature) \
+         VALUES {} ON CONFLICT DO NOTHING",
+        placeholder_rows(rows.len(), 7, "$1, ", "")
+    ))
+    .text(cluster_id.as_str());
+    for row in &rows {
+        records = records
+            .text(row.payload.id.as_str())
+            .integer(row.generation)
+            .text(row.payload.node_id.as_str())
+            .text(row.payload.service_id.as_str())
+            .text(row.payload.digest.as_str())
+            .text(&row.record)
+            .text(&row.signature);
+    }
+    if records.execute(transaction).await? != rows.len() as u64 {
+        return Ok(false);
+    }
+    let (first, moved): (Vec<&GenerationRow>, Vec<&GenerationRow>) =
+        rows.iter().partition(|row| row.previous.is_none());
+    if !first.is_empty() {
+        let mut heads = Statement::composed(format!(
+            "INSERT INTO runtime_assignment_heads \
+               (cluster_id, assignment_id, generation, node_id, service_id, active) \
+             VALUES {} ON CONFLICT DO NOTHING",
+            placeholder_rows(first.len(), 4, "$1, ", ", TRUE")
+        ))
+        .text(cluster_id.as_str());
+        for row in &first {
+            heads = heads
+                .text(row.payload.id.as_str())
+                .integer(row.generation)
+                .text(row.payload.node_id.as_str())
+                .text(row.payload.service_id.as_str());
+        }
+        if heads.execute(transaction).await? != first.len() as u64 {
+            return Ok(false);
+        }
+    }
+    if !moved.is_empty() {
+        // `v.column1` … `v.column5`: assignment id, new generation, node, service, previous
+        // generation (the names both backends give the columns of a `VALUES` list).
+        let mut heads = Statement::composed(format!(
+            "UPDATE runtime_assignment_heads SET generation = v.column2, node_id = v.column3, \
+               service_id = v.column4, active = TRUE \
+             FROM (VALUES {}) AS v \
+             WHERE runtime_assignment_heads.cluster_id = $1 \
+               AND runtime_assignment_heads.assignment_id = v.column1 \
+               AND runtime_assignment_heads.generation = v.column5",
+            placeholder_rows(moved.len(), 5, "", "")
+        ))
+        .text(cluster_id.as_str());
+        for row in &moved {
+            heads = heads
+                .text(row.payload.id.as_str())
+                .integer(row.generation)
+                .text(row.payload.node_id.as_str())
+                .text(row.payload.service_id.as_str())
+                .optional_integer(row.previous);
+        }
+        if heads.execute(transaction).await? != moved.len() as u64 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// [`LockedAssignments`] on a write transaction of a [`SqlStore`].
@@ -431,10 +554,8 @@ impl LockedAssignments for LockedSqlAssignments {
 
     async fn apply(&mut self, changes: &[AssignmentChange]) -> Result<(), StoreError> {
         check_assignment_changes(&self.cluster_id, &self.facts.heads, changes)?;
-        for change in changes {
-            if !apply_change(&mut self.transaction, &self.cluster_id, change).await? {
-                return Err(StoreError::Unavailable("an assignment head moved under the cluster lock".into()));
-            }
+        if !apply_changes(&mut self.transaction, &self.cluster_id, changes).await? {
+            return Err(StoreError::Unavailable("an assignment head moved under the cluster lock".into()));
         }
         Ok(())
     }
