@@ -100,6 +100,22 @@ pub fn start_with(data_dir: &Path, database_url: &str, environment: &[(&str, &st
     }
 }
 
+/// Starts a second `cloudly serve` beside `first` on the same store: its data directory
+/// `data_dir` gets a copy of `first`'s keys before the start, as controllers of one cluster
+/// share them.
+pub fn start_sharing_keys(
+    first: &Serving,
+    data_dir: &Path,
+    database_url: &str,
+    environment: &[(&str, &str)],
+) -> Started {
+    std::fs::create_dir_all(data_dir.join("keys")).unwrap();
+    for key in ["identity.ed25519", "signing.ed25519", "secret.key"] {
+        std::fs::copy(first.data_dir.join("keys").join(key), data_dir.join("keys").join(key)).unwrap();
+    }
+    start_with(data_dir, database_url, environment)
+}
+
 /// Collects `child`'s stderr into a shared log; the receiver gets the address of the
 /// `cloudly serving` line.
 fn collect_log(child: &mut Child) -> (Arc<Mutex<String>>, Receiver<String>) {
