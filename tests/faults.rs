@@ -262,20 +262,8 @@ async fn seed_rotation_cluster(load: &Load, client: &Client, identity: &Value, c
 /// 1, 2, … of one id, each valid under the contract (its digest is its content's) and linking the
 /// one before by reference.
 async fn verified_chain(client: &Client, identity: &Value, cluster: &str) -> Vec<Value> {
-    let mut chain: Vec<Value> = Vec::new();
-    let mut from = Value::Null;
-    loop {
-        let mut request = json!({ "clusterId": cluster, "limit": 500 });
-        if !from.is_null() {
-            request["fromGeneration"] = from.clone();
-        }
-        let page = admin(client, identity, "listClusterIngressDesignations", request).await;
-        chain.extend(page["designations"].as_array().unwrap().iter().cloned());
-        from = page["nextGeneration"].clone();
-        if from.is_null() {
-            break;
-        }
-    }
+    let page = ("listClusterIngressDesignations", "designations", "fromGeneration", "nextGeneration");
+    let chain = all_pages(client, identity, cluster, page).await;
     for (index, designation) in chain.iter().enumerate() {
         assert!(validate_cluster_ingress_designation(designation).is_empty(), "{cluster}: {designation}");
         assert_eq!(designation["generation"], json!(index + 1), "{cluster}: the chain has a gap");
@@ -366,23 +354,32 @@ async fn settle_designations(client: &Client, identity: &Value, sent: &[Designat
     }
 }
 
-/// Every registration of `cluster`, newest first (all pages).
-async fn all_registrations(client: &Client, identity: &Value, cluster: &str) -> Vec<Value> {
+/// Every entry of a paged list of `cluster`: `page` is (method, list member, the request's cursor
+/// member, the answer's next cursor member).
+async fn all_pages(client: &Client, identity: &Value, cluster: &str, page: (&str, &str, &str, &str)) -> Vec<Value> {
+    let (method, list, cursor, next) = page;
     let mut all: Vec<Value> = Vec::new();
-    let mut before = Value::Null;
+    let mut request = json!({ "clusterId": cluster, "limit": 500 });
     loop {
-        let mut request = json!({ "clusterId": cluster, "limit": 500 });
-        if !before.is_null() {
-            request["before"] = before.clone();
+        let answer = admin(client, identity, method, request.clone()).await;
+        all.extend(answer[list].as_array().unwrap().iter().cloned());
+        if answer[next].is_null() {
+            return all;
         }
-        let page = admin(client, identity, "listClusterIngressRegistrations", request).await;
-        all.extend(page["registrations"].as_array().unwrap().iter().cloned());
-        before = page["nextBefore"].clone();
-        if before.is_null() {
-            break;
-        }
+        request[cursor] = answer[next].clone();
     }
-    all
+}
+
+/// Cluster `c1` with a relay origin and its node `node-1`: answers `putClusterNode`'s answer
+/// (with the node's bearer).
+async fn seed_relay_cluster(client: &Client, identity: &Value) -> Value {
+    let cluster = json!({ "cluster": { "id": "c1", "organizationId": "org",
+        "runtime": { "phase": "pallet", "generation": 3 }, "relayOrigin": "https://relay.example.net",
+        "fleetCutoverIngressDesignation": null }, "expectedRevision": null });
+    admin(client, identity, "putCluster", cluster).await;
+    let node = json!({ "clusterId": "c1", "rotateCredential": false,
+        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] } });
+    admin(client, identity, "putClusterNode", node).await
 }
 
 /// The world of the PostgreSQL restart test: cluster `c1` whose ingress runs on node-1 (a node
@@ -404,19 +401,7 @@ async fn build_world(serving: &Serving, load: &Load) -> World {
     for cluster in ["d1", "d2", "d3"] {
         rotations.push((cluster.to_owned(), seed_rotation_cluster(load, &client, &identity, cluster).await));
     }
-    call(
-        "putCluster",
-        json!({ "cluster": { "id": "c1", "organizationId": "org",
-        "runtime": { "phase": "pallet", "generation": 3 }, "relayOrigin": "https://relay.example.net",
-        "fleetCutoverIngressDesignation": null }, "expectedRevision": null }),
-    )
-    .await;
-    let node = call(
-        "putClusterNode",
-        json!({ "clusterId": "c1",
-        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
-    )
-    .await;
+    let node = seed_relay_cluster(&client, &identity).await;
     let node_bearer = node["bearer"].as_str().unwrap().to_owned();
     let mut spec = spec_body("c1", "ingress");
     spec["replicas"] = json!(1);
@@ -579,7 +564,13 @@ async fn postgres_restarted_under_load_answers_unavailable_then_recovers_without
     let client = client_of(&serving);
     settle_designations(&client, &world.identity, &designations).await;
     verified_chain(&client, &world.identity, "c1").await;
-    let stored = all_registrations(&client, &world.identity, "c1").await;
+    let stored = all_pages(
+        &client,
+        &world.identity,
+        "c1",
+        ("listClusterIngressRegistrations", "registrations", "before", "nextBefore"),
+    )
+    .await;
     let stored: Vec<&str> = stored.iter().map(|registration| registration["version"].as_str().unwrap()).collect();
     let stored_set: BTreeSet<&str> = stored.iter().copied().collect();
     assert_eq!(stored_set.len(), stored.len(), "a registration is stored once");
@@ -700,19 +691,7 @@ async fn a_graceful_stop_answers_the_requests_in_flight_and_closes_the_node_sock
     let load = Load::new(vec![client.clone()]);
     let expected = seed_rotation_cluster(&load, &client, &identity, "d1").await;
     let call = |method: &'static str, request: Value| admin(&client, &identity, method, request);
-    call(
-        "putCluster",
-        json!({ "cluster": { "id": "c1", "organizationId": "org",
-        "runtime": { "phase": "pallet", "generation": 3 }, "relayOrigin": "https://relay.example.net",
-        "fleetCutoverIngressDesignation": null }, "expectedRevision": null }),
-    )
-    .await;
-    let node = call(
-        "putClusterNode",
-        json!({ "clusterId": "c1",
-        "node": { "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
-    )
-    .await;
+    let node = seed_relay_cluster(&client, &identity).await;
     let relay = call("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
     let token = connect_relay_with_bearer_at(&client, "c1", "relay-1", relay["bearer"].as_str().unwrap()).await;
 
@@ -738,8 +717,9 @@ async fn a_graceful_stop_answers_the_requests_in_flight_and_closes_the_node_sock
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(polls.iter().all(|poll| !poll.is_finished()), "the long polls are held");
 
-    serving.send_terminate();
+    // Taken before the signal is sent: anything that fails after this moment may be the stop's doing.
     let signalled = Instant::now();
+    serving.send_terminate();
     // The socket is closed with a close frame (its reason is the frame's), at once.
     assert_eq!(agent.closed(DRAIN_BOUND).await.as_deref(), Some("controller stopping"));
     // The long polls are answered (the current table: none) rather than cut off.
