@@ -301,7 +301,8 @@ impl Controller {
     /// `getClusterIngressRouteTable` (the relay principal): `{ knownRevision }` → `{ table }` of
     /// the connection's cluster. When `knownRevision` is the current revision (`null` and no
     /// table count as equal), the call is held up to `route_table_long_poll_ms` and answers as
-    /// soon as the revision differs, else the current table.
+    /// soon as the revision differs, else the current table; a draining controller answers the
+    /// current table within [`ROUTE_TABLE_RECHECK`].
     pub async fn get_cluster_ingress_route_table(
         &self,
         principal: &RelayPrincipal,
@@ -314,7 +315,9 @@ impl Controller {
         loop {
             let revision = self.store.route_table_revision(cluster_id).await?;
             let now = tokio::time::Instant::now();
-            if revision != known || now >= deadline {
+            // A stopping process answers at once (within one recheck) rather than holding the
+            // poll past its grace period.
+            if revision != known || now >= deadline || self.is_draining() {
                 break;
             }
             let recheck = tokio::time::sleep_until(deadline.min(now + ROUTE_TABLE_RECHECK));

@@ -55,5 +55,6 @@ macro_rules! on_both_stores {
 pub mod database;
 pub mod ingress;
 pub mod node_agent;
+pub mod private_postgres;
 pub mod process;
 pub mod service;

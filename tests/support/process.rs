@@ -189,6 +189,41 @@ impl Serving {
     pub fn kill(self) {
         drop(self);
     }
+
+    /// Kills the process with SIGKILL, as a crash or an OOM kill would, and reaps it: no drain,
+    /// no store close. Answers its log.
+    pub fn kill_hard(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+        let exit = self.child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&exit), Some(9), "{exit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        self.log()
+    }
+
+    /// Sends SIGTERM and returns at once (the process drains; [`Serving::wait_exit`] waits).
+    pub fn send_terminate(&self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    }
+
+    /// Waits up to `wait` for the process to exit: its exit status (`None` when it still runs,
+    /// and then it is killed) and its log.
+    pub async fn wait_exit(mut self, wait: Duration) -> (Option<ExitStatus>, String) {
+        let deadline = Instant::now() + wait;
+        let exit = loop {
+            if let Some(exit) = self.child.try_wait().unwrap() {
+                break Some(exit);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // The reader thread ends with the process; let it take the last lines.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (exit, self.log())
+    }
 }
 
 impl Drop for Serving {
