@@ -23,6 +23,11 @@ pub struct StoreConfig {
     /// The data directory: keys, the bootstrap identity, and the default SQLite database.
     #[arg(long, env = "CLOUDLY_DATA_DIR", default_value = "./cloudly-data")]
     pub data_dir: PathBuf,
+    /// The controller keys directory (`identity.ed25519`, `signing.ed25519`, `secret.key`);
+    /// default `<data dir>/keys`. Controllers sharing a store may share one (a mounted secret)
+    /// while each has its own data directory.
+    #[arg(long, env = "CLOUDLY_KEYS_DIR")]
+    pub keys_dir: Option<PathBuf>,
     /// The database: `postgres://…` for PostgreSQL; default `sqlite://<data dir>/cloudly.db`.
     #[arg(long, env = "CLOUDLY_DATABASE_URL")]
     pub database_url: Option<String>,
@@ -40,6 +45,11 @@ impl StoreConfig {
     /// The database URL in force.
     pub fn database_url(&self) -> String {
         self.database_url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("cloudly.db").display()))
+    }
+
+    /// The keys directory in force: `--keys-dir`, else `<data dir>/keys`.
+    pub fn keys_dir(&self) -> PathBuf {
+        self.keys_dir.clone().unwrap_or_else(|| crate::keys::default_keys_dir(&self.data_dir))
     }
 
     /// How the store is opened.
@@ -235,7 +245,7 @@ impl ServeConfig {
             "signingKeyCheckMs": self.signing_key_check_ms,
             "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
-            "keys": self.store.data_dir.join("keys").display().to_string(),
+            "keys": self.store.keys_dir().display().to_string(),
         })
     }
 }

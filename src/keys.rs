@@ -1,4 +1,6 @@
-//! The controller's keys, kept in `<data dir>/keys/` (files mode 0600 in a 0700 directory):
+//! The controller's keys, kept in the keys directory (`--keys-dir` / `CLOUDLY_KEYS_DIR`, default
+//! `<data dir>/keys/`, [`default_keys_dir`]; files mode 0600 in a 0700 directory), which every
+//! function here takes as its `keys_dir`:
 //!
 //! * `identity.ed25519` — signs administrator identities (EdDSA JWTs);
 //! * `signing.ed25519` — signs records that leave for nodes (`ISigned<T>`);
@@ -43,10 +45,31 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-/// What the fix is, in every refusal of a data directory whose keys are not the store's.
-const RESTORE_KEYS: &str = "restore keys/ from this deployment's backup, or copy keys/ from a controller running on \
-     this store (every controller of one store uses the same keys); only `cloudly keys adopt` replaces a store's \
-     keys, and every identity, signature and sealed secret made with the old ones stops working";
+/// The keys directory of a data directory when `--keys-dir` is not set: `<data_dir>/keys`.
+pub fn default_keys_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("keys")
+}
+
+/// How a message names the keys directory holding `file`: `keys/` when it is called `keys` (as
+/// the default `<data dir>/keys` is), else its whole path.
+fn keys_dir_name(file: &Path) -> String {
+    match file.parent() {
+        Some(dir) if dir.file_name().is_none_or(|name| name == "keys") => "keys/".to_owned(),
+        Some(dir) => format!("{}/", dir.display()),
+        None => "keys/".to_owned(),
+    }
+}
+
+/// What the fix is, in every refusal of a keys directory whose keys are not the store's (`file`
+/// is the key file refused).
+fn restore_keys(file: &Path) -> String {
+    let dir = keys_dir_name(file);
+    format!(
+        "restore {dir} from this deployment's backup, or copy {dir} from a controller running on this store (every \
+         controller of one store uses the same keys); only `cloudly keys adopt` replaces a store's keys, and every \
+         identity, signature and sealed secret made with the old ones stops working"
+    )
+}
 
 /// Where an interrupted or running rotation keeps the next signing key, beside `signing.ed25519`.
 pub const PENDING_SIGNING_FILE: &str = "signing.ed25519.next";
@@ -95,13 +118,15 @@ pub enum KeyError {
     /// A key file does not exist (and was not to be created).
     #[error(
         "key file {0} does not exist: this data directory has no controller keys; start `cloudly serve` \
-         once with this data directory (it creates keys/), or copy keys/ from the running deployment"
+         once with this data directory (it creates {dir}), or copy {dir} from the running deployment",
+        dir = keys_dir_name(.0)
     )]
     Missing(PathBuf),
     /// A key file is missing and the store holds data: new keys would make it unusable.
     #[error(
         "key file {path} does not exist, but this store holds data written with {written_with}; cloudly creates \
-         keys only for an empty store and created none: {RESTORE_KEYS}"
+         keys only for an empty store and created none: {restore}",
+        restore = restore_keys(.path)
     )]
     MissingForStore {
         /// The first missing file.
@@ -112,7 +137,8 @@ pub enum KeyError {
     /// A key file holds another key than the one the store was written with.
     #[error(
         "key file {path} holds {role} key {file_key_id}, but this store was written with {role} key \
-         {recorded_key_id}; refusing to start: {RESTORE_KEYS}"
+         {recorded_key_id}; refusing to start: {restore}",
+        restore = restore_keys(.path)
     )]
     Mismatch {
         /// The file.
@@ -128,8 +154,9 @@ pub enum KeyError {
     /// was an empty store; the created key files were removed.
     #[error(
         "another controller recorded its keys in this store first: this store's {role} key is {recorded_key_id}, \
-         not the one created in {path}; the key files this start created were removed: copy keys/ from the \
-         controller running on this store and start again"
+         not the one created in {path}; the key files this start created were removed: copy {dir} from the \
+         controller running on this store and start again",
+        dir = keys_dir_name(.path)
     )]
     RecordedByAnother {
         /// The first created file whose key is not the recorded one.
@@ -142,8 +169,9 @@ pub enum KeyError {
     /// A key file holds a key the store recorded as retired.
     #[error(
         "key file {path} holds {role} key {file_key_id}, which this store retired (`cloudly keys rotate` or \
-         `cloudly keys adopt`); refusing to start: copy keys/ from a controller running on this store (after a \
-         rotation, the data directory it ran in holds the key in use)"
+         `cloudly keys adopt`); refusing to start: copy {dir} from a controller running on this store (after a \
+         rotation, the data directory it ran in holds the key in use)",
+        dir = keys_dir_name(.path)
     )]
     Retired {
         /// The file.
@@ -176,8 +204,9 @@ pub enum KeyError {
     /// This data directory does not hold the signing key the store uses.
     #[error(
         "key file {path} does not hold signing key {key_id}, which this store uses (after `cloudly keys rotate`): \
-         copy keys/signing.ed25519 from the data directory the rotation ran in; this controller signs nothing \
-         until it holds that key"
+         copy {dir}signing.ed25519 from the data directory the rotation ran in; this controller signs nothing \
+         until it holds that key",
+        dir = keys_dir_name(.path)
     )]
     SigningKeyNotHeld {
         /// The signing key file.
@@ -216,11 +245,17 @@ pub fn secret_key_id(secret: &[u8; 32]) -> String {
 }
 
 impl ControllerKeys {
-    /// Loads the keys from `<data_dir>/keys/` and creates nothing: a missing directory or key
-    /// file is [`KeyError::Missing`] naming it (for tools that must use a running deployment's
-    /// keys, such as `cloudly identity issue`).
+    /// Loads the keys from `<data_dir>/keys/` ([`ControllerKeys::load_from`] its
+    /// [`default_keys_dir`]).
     pub fn load(data_dir: &Path) -> Result<ControllerKeys, KeyError> {
-        let found = KeyFiles::read(data_dir)?;
+        ControllerKeys::load_from(&default_keys_dir(data_dir))
+    }
+
+    /// Loads the keys from `keys_dir` and creates nothing: a missing directory or key file is
+    /// [`KeyError::Missing`] naming it (for tools that must use a running deployment's keys, such
+    /// as `cloudly identity issue`).
+    pub fn load_from(keys_dir: &Path) -> Result<ControllerKeys, KeyError> {
+        let found = KeyFiles::read(keys_dir)?;
         if let Some(role) = found.first_missing() {
             return Err(KeyError::Missing(found.path(role)));
         }
@@ -230,7 +265,7 @@ impl ControllerKeys {
     /// Creates the three keys of a new deployment in `<data_dir>/keys/`, failing when any key
     /// file exists (tests; `cloudly serve` creates keys only through [`open_keys_for_store`]).
     pub fn create(data_dir: &Path) -> Result<ControllerKeys, KeyError> {
-        let mut found = KeyFiles::read(data_dir)?;
+        let mut found = KeyFiles::read(&default_keys_dir(data_dir))?;
         if let Some(role) = KeyRole::ALL.into_iter().find(|role| found.key(*role).is_some()) {
             let source = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
             return Err(KeyError::Io { path: found.path(role), source });
@@ -319,15 +354,15 @@ pub enum KeysOpened {
     },
 }
 
-/// The keys `cloudly serve` runs with on `store` (migrated): those of `<data_dir>/keys/`,
+/// The keys `cloudly serve` runs with on `store` (migrated): those of `keys_dir`,
 /// checked against the key ids the store recorded, created and recorded only for an empty store
 /// (see the module documentation for every case). `now_ms` is when new records are recorded.
 pub async fn open_keys_for_store(
-    data_dir: &Path,
+    keys_dir: &Path,
     store: &dyn KeyRecordStore,
     now_ms: u64,
 ) -> Result<(ControllerKeys, KeysOpened), KeyError> {
-    let mut found = KeyFiles::read(data_dir)?;
+    let mut found = KeyFiles::read(keys_dir)?;
     // Asked before the records are read, so that a store holding nothing but key records that
     // another controller wrote meanwhile shows them below, never as a store without records.
     let store_held_data = store.holds_deployment_data().await?;
@@ -450,16 +485,16 @@ pub struct AdoptedKey {
     pub created: bool,
 }
 
-/// `cloudly keys adopt`: makes the keys of `<data_dir>/keys/` the store's keys in use, creating
+/// `cloudly keys adopt`: makes the keys of `keys_dir` the store's keys in use, creating
 /// the missing key files and retiring each recorded key they replace. Every identity, signature
 /// and sealed secret made with a replaced key stops working; the operator asked for it.
 pub async fn adopt_keys_for_store(
-    data_dir: &Path,
+    keys_dir: &Path,
     store: &dyn KeyRecordStore,
     now_ms: u64,
 ) -> Result<Vec<AdoptedKey>, KeyError> {
     let before = store.recorded_keys().await?;
-    let mut found = KeyFiles::read(data_dir)?;
+    let mut found = KeyFiles::read(keys_dir)?;
     let created = found.create_missing()?;
     let keys = found.keys();
     store.replace_recorded_keys(&keys.key_records(now_ms), now_ms).await?;
@@ -490,14 +525,14 @@ pub struct SigningKeyRotation {
 }
 
 /// `cloudly keys rotate`: a new signing key in use, the old one retired (see the module
-/// documentation). The data directory's keys must be the store's. Running controllers are told
+/// documentation), written in `keys_dir`, whose keys must be the store's. Running controllers are told
 /// by the caller ([`crate::store::SignalStore::notify_keys_changed`]).
 pub async fn rotate_signing_key(
-    data_dir: &Path,
+    keys_dir: &Path,
     store: &dyn KeyRecordStore,
     now_ms: u64,
 ) -> Result<SigningKeyRotation, KeyError> {
-    let found = KeyFiles::read(data_dir)?;
+    let found = KeyFiles::read(keys_dir)?;
     if let Some(role) = found.first_missing() {
         return Err(KeyError::Missing(found.path(role)));
     }
@@ -549,17 +584,17 @@ pub trait SigningKeySource: Send + Sync {
     fn signing_key(&self, key_id: &str) -> Result<SigningKey, KeyError>;
 }
 
-/// The signing keys of a data directory: `keys/signing.ed25519`, then the pending file of a
-/// rotation in progress or interrupted (`keys/signing.ed25519.next`).
+/// The signing keys of a keys directory (`<data dir>/keys` or `--keys-dir`): `signing.ed25519`,
+/// then the pending file of a rotation in progress or interrupted (`signing.ed25519.next`).
 #[derive(Debug, Clone)]
 pub struct DataDirSigningKeys {
     keys_dir: PathBuf,
 }
 
 impl DataDirSigningKeys {
-    /// The signing keys under `<data_dir>/keys`.
-    pub fn new(data_dir: &Path) -> DataDirSigningKeys {
-        DataDirSigningKeys { keys_dir: data_dir.join("keys") }
+    /// The signing keys in `keys_dir`.
+    pub fn new(keys_dir: &Path) -> DataDirSigningKeys {
+        DataDirSigningKeys { keys_dir: keys_dir.to_owned() }
     }
 }
 
@@ -578,10 +613,10 @@ impl SigningKeySource for DataDirSigningKeys {
     }
 }
 
-/// The key files of a data directory as found: each role's key, or `None` when its file does
+/// The key files of a keys directory as found: each role's key, or `None` when its file does
 /// not exist.
 struct KeyFiles {
-    /// `<data dir>/keys`.
+    /// The keys directory.
     dir: PathBuf,
     /// Whether `dir` existed when it was read.
     dir_existed: bool,
@@ -592,10 +627,10 @@ struct KeyFiles {
 }
 
 impl KeyFiles {
-    /// Reads the key files of `data_dir`; creates nothing. A malformed or unreadable file is an
+    /// Reads the key files of `keys_dir`; creates nothing. A malformed or unreadable file is an
     /// error naming it.
-    fn read(data_dir: &Path) -> Result<KeyFiles, KeyError> {
-        let dir = data_dir.join("keys");
+    fn read(keys_dir: &Path) -> Result<KeyFiles, KeyError> {
+        let dir = keys_dir.to_owned();
         let mut keys = [None; 3];
         for (slot, role) in keys.iter_mut().zip(KeyRole::ALL) {
             *slot = read_key_file(&dir.join(key_file_name(role)))?;

@@ -11,5 +11,6 @@ pub mod config;
 pub mod contract;
 pub mod domain;
 pub mod keys;
+pub mod metrics;
 pub mod server;
 pub mod store;

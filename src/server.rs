@@ -14,18 +14,24 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// Installs the `tracing` subscriber (human or JSON lines on stderr; `RUST_LOG` filters).
+/// Installs the `tracing` subscriber (human or JSON lines on stderr; `RUST_LOG` filters). Human
+/// lines are coloured only when stderr is a terminal. Each event inside a request's span carries
+/// the span's `request_id` and `principal` (JSON: `span` and `spans`).
 pub fn init_tracing(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
 
-/// Opens the store (applying migrations) and then the data directory's keys, checked against the
+/// Opens the store (applying migrations) and then the keys directory's keys, checked against the
 /// key ids the store recorded ([`open_keys_for_store`]: created and recorded only for an empty
 /// store; a data directory whose keys are missing or are not the store's is refused, and nothing
 /// is created). Answers the controller and how the keys were found.
@@ -37,7 +43,8 @@ pub async fn open_controller(
         .with_context(|| format!("create data directory {}", config.data_dir.display()))?;
     let store: SharedStore = config.open_store().await.context("open the store")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let opened = open_keys_for_store(&config.data_dir, store.as_ref(), clock.now_ms()).await;
+    let keys_dir = config.keys_dir();
+    let opened = open_keys_for_store(&keys_dir, store.as_ref(), clock.now_ms()).await;
     let (keys, opened) = match opened {
         Ok(opened) => opened,
         Err(error) => {
@@ -45,7 +52,6 @@ pub async fn open_controller(
             return Err(error.into());
         }
     };
-    let keys_dir = config.data_dir.join("keys");
     match &opened {
         KeysOpened::Matched => tracing::info!(keys = %keys_dir.display(), "controller keys match the store's"),
         KeysOpened::MatchedUnfinishedRotation { pending } => tracing::warn!(
@@ -67,7 +73,7 @@ pub async fn open_controller(
         }
     }
     let controller = Controller::with_settings(store, Arc::new(keys), clock, settings);
-    controller.signing.set_source(Arc::new(DataDirSigningKeys::new(&config.data_dir)));
+    controller.signing.set_source(Arc::new(DataDirSigningKeys::new(&keys_dir)));
     Ok((Arc::new(controller), opened))
 }
 

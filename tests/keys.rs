@@ -201,6 +201,88 @@ async fn a_second_controller_with_its_own_data_directory_refuses_to_start_on_the
     database.drop_now().await;
 }
 
+/// Runs `cloudly` with `args` and `environment` only (no data directory or store of a test's own).
+fn cloudly_with(args: &[&str], environment: &[(&str, &Path)]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cloudly"));
+    command.args(args).env_remove("CLOUDLY_DATA_DIR").env_remove("CLOUDLY_KEYS_DIR");
+    for (name, value) in environment {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_controllers_with_their_own_data_directories_and_one_keys_directory_serve_the_same_keys() {
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let scratch = Scratch::new("cloudly-keys");
+    let (first_dir, second_dir, keys_dir) = (scratch.join("first"), scratch.join("second"), scratch.join("secret"));
+    let shared = [("CLOUDLY_KEYS_DIR", keys_dir.to_str().unwrap())];
+    let first = start_with(&first_dir, &database.url, &shared).serving();
+    assert!(first.log().contains("controller keys created and recorded for an empty store"), "{}", first.log());
+    assert!(first.log().contains(&keys_dir.display().to_string()), "the log names the keys directory");
+    let second = start_with(&second_dir, &database.url, &shared).serving();
+    assert!(second.log().contains("controller keys match the store's"), "{}", second.log());
+    for data_dir in [&first_dir, &second_dir] {
+        assert!(key_files(data_dir).is_empty(), "a data directory got keys/: {:?}", key_files(data_dir));
+        assert!(data_dir.join("admin-identity.json").exists(), "each data directory holds its bootstrap identity");
+    }
+    let keys = ControllerKeys::load_from(&keys_dir).unwrap();
+    assert_eq!(recorded_key_ids(&database).await, documented_key_ids(&keys), "the store records the shared keys");
+    let (first_keys, second_keys) = (published_keys(&first).await.0, published_keys(&second).await.0);
+    assert_eq!(first_keys, second_keys);
+    assert_eq!(first_keys.len(), 1);
+    assert_eq!(first_keys[0]["keyId"], json!(documented_key_ids(&keys)["signing"]));
+
+    // `cloudly config` and `cloudly identity issue` take the keys directory from the same variable;
+    // an identity signed with the shared identity key is accepted by both controllers.
+    let tool_dir = scratch.join("tool");
+    let environment = [("CLOUDLY_DATA_DIR", tool_dir.as_path()), ("CLOUDLY_KEYS_DIR", keys_dir.as_path())];
+    let config: Value = serde_json::from_slice(&cloudly_with(&["config"], &environment).stdout).unwrap();
+    assert_eq!(config["keys"], json!(keys_dir.display().to_string()));
+    let issued =
+        cloudly_with(&["identity", "issue", "--name", "Ops", "--user-id", "ops", "--role", "admin"], &environment);
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    let identity: Value = serde_json::from_slice(&issued.stdout).unwrap();
+    first
+        .client()
+        .call("putOrganization", json!({ "organization": organization()["organization"], "identity": identity }))
+        .await
+        .unwrap();
+    second
+        .client()
+        .call("putCluster", json!({ "cluster": cluster()["cluster"], "expectedRevision": null, "identity": identity }))
+        .await
+        .unwrap();
+    assert!(!tool_dir.join("keys").exists(), "identity issue creates nothing");
+
+    // A rotation run where the keys directory is writable reaches both controllers.
+    let rotated = std::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
+        .args(["keys", "rotate", "--keys-dir", keys_dir.to_str().unwrap()])
+        .env("CLOUDLY_DATA_DIR", &tool_dir)
+        .env("CLOUDLY_DATABASE_URL", &database.url)
+        .env_remove("CLOUDLY_KEYS_DIR")
+        .output()
+        .unwrap();
+    assert!(rotated.status.success(), "{}", String::from_utf8_lossy(&rotated.stderr));
+    let rotated: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!(rotated["retired"]["keyId"], first_keys[0]["keyId"]);
+    assert_eq!(ControllerKeys::load_from(&keys_dir).unwrap().key_id(KeyRole::Signing), rotated["signing"]["keyId"]);
+    for serving in [&first, &second] {
+        assert!(serving.log_shows("signing with the store's signing key in use", WAIT).await, "{}", serving.log());
+        assert_eq!(published_keys(serving).await.0.len(), 2);
+    }
+    first.terminate();
+    second.terminate();
+
+    // Without the shared keys directory, a data directory of its own holds no keys: refused.
+    let (status, log) = start(&second_dir, &database.url).refused();
+    assert!(!status.success());
+    let missing = second_dir.join("keys/identity.ed25519");
+    assert!(log.contains(&format!("key file {} does not exist", missing.display())), "{log}");
+    drop(scratch);
+    database.drop_now().await;
+}
+
 fn own_id(keys: &ControllerKeys) -> String {
     documented_key_ids(keys)["identity"].clone()
 }
@@ -256,11 +338,11 @@ on_both_stores!(keys_are_created_and_recorded_only_for_an_empty_store, |backend|
     let (store, database) = migrated(backend).await;
     let scratch = Scratch::new("cloudly-keys");
     let data_dir = scratch.join("data");
-    let (keys, opened) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+    let (keys, opened) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
     let KeysOpened::Recorded { created, store_held_data: false } = opened else { panic!("{opened:?}") };
     assert_eq!(created.len(), 3);
     assert_eq!(store.recorded_keys().await.unwrap(), keys.key_records(NOW));
-    let (again, opened) = open_keys_for_store(&data_dir, store.as_ref(), NOW + 1).await.unwrap();
+    let (again, opened) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW + 1).await.unwrap();
     assert_eq!(opened, KeysOpened::Matched);
     assert_eq!(again.secret_key(), keys.secret_key());
     // Recording the same keys again changes nothing; other keys are not recorded over them.
@@ -324,7 +406,7 @@ on_both_stores!(losing_the_race_to_record_removes_the_key_files_it_created, |bac
     let winner = ControllerKeys::generate().unwrap();
     let racing = RecordedMeanwhile { store: store.clone(), other: winner.key_records(NOW) };
     let data_dir = scratch.join("loser");
-    let error = open_keys_for_store(&data_dir, &racing, NOW).await.unwrap_err();
+    let error = open_keys_for_store(&data_dir.join("keys"), &racing, NOW).await.unwrap_err();
     let KeyError::RecordedByAnother { path, role: KeyRole::Identity, recorded_key_id } = &error else {
         panic!("{error}")
     };
@@ -340,7 +422,7 @@ on_both_stores!(losing_the_race_to_record_removes_the_key_files_it_created, |bac
     std::fs::remove_file(prepared.join("keys/secret.key")).unwrap();
     let empty = migrated(backend).await;
     let racing = RecordedMeanwhile { store: empty.0.clone(), other: winner.key_records(NOW) };
-    let error = open_keys_for_store(&prepared, &racing, NOW).await.unwrap_err();
+    let error = open_keys_for_store(&prepared.join("keys"), &racing, NOW).await.unwrap_err();
     assert!(matches!(error, KeyError::RecordedByAnother { .. }), "{error}");
     assert_eq!(key_files(&prepared), ["identity.ed25519", "signing.ed25519"]);
     empty.1.drop_now().await;
@@ -358,16 +440,16 @@ on_both_stores!(a_store_written_before_key_records_keeps_its_keys, |backend| asy
     store.put_organization(&organization).await.unwrap();
     assert!(store.holds_deployment_data().await.unwrap());
     std::fs::rename(data_dir.join("keys/signing.ed25519"), scratch.join("signing")).unwrap();
-    let error = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap_err();
+    let error = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap_err();
     assert!(matches!(&error, KeyError::MissingForStore { path, .. } if path.ends_with("keys/signing.ed25519")));
     assert!(error.to_string().contains("written before key ids were recorded"), "{error}");
     assert!(!data_dir.join("keys/signing.ed25519").exists(), "nothing was created");
     assert!(store.recorded_keys().await.unwrap().is_empty(), "nothing was recorded");
     std::fs::rename(scratch.join("signing"), data_dir.join("keys/signing.ed25519")).unwrap();
-    let (_, opened) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+    let (_, opened) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
     assert_eq!(opened, KeysOpened::Recorded { created: Vec::new(), store_held_data: true });
     assert_eq!(store.recorded_keys().await.unwrap(), keys.key_records(NOW));
-    assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    assert_eq!(open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
     drop(scratch);
     database.drop_now().await;
 });
@@ -376,8 +458,8 @@ on_both_stores!(adopting_keys_retires_the_recorded_ones, |backend| async move {
     let (store, database) = migrated(backend).await;
     let scratch = Scratch::new("cloudly-keys");
     let (old_dir, new_dir) = (scratch.join("old"), scratch.join("new"));
-    let (old, _) = open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap();
-    let adopted = adopt_keys_for_store(&new_dir, store.as_ref(), NOW + 1).await.unwrap();
+    let (old, _) = open_keys_for_store(&old_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
+    let adopted = adopt_keys_for_store(&new_dir.join("keys"), store.as_ref(), NOW + 1).await.unwrap();
     let new = ControllerKeys::load(&new_dir).unwrap();
     for (key, role) in adopted.iter().zip(KeyRole::ALL) {
         assert_eq!((key.role, &key.key_id, key.created), (role, &new.key_id(role), true));
@@ -387,12 +469,12 @@ on_both_stores!(adopting_keys_retires_the_recorded_ones, |backend| async move {
     // The replaced signing key stays listed with its public key, retired.
     let replaced = KeyRecord { retired_at_ms: Some(NOW + 1), ..old.key_records(NOW)[1].clone() };
     assert_eq!(store.key_history(KeyRole::Signing).await.unwrap(), [replaced, new.key_records(NOW + 1)[1].clone()]);
-    assert_eq!(open_keys_for_store(&new_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
-    let error = open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap_err();
+    assert_eq!(open_keys_for_store(&new_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    let error = open_keys_for_store(&old_dir.join("keys"), store.as_ref(), NOW).await.unwrap_err();
     assert!(matches!(error, KeyError::Retired { role: KeyRole::Identity, .. }), "{error}");
     // Adopting a retired key again brings it back into use.
-    adopt_keys_for_store(&old_dir, store.as_ref(), NOW + 2).await.unwrap();
-    assert_eq!(open_keys_for_store(&old_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    adopt_keys_for_store(&old_dir.join("keys"), store.as_ref(), NOW + 2).await.unwrap();
+    assert_eq!(open_keys_for_store(&old_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
     drop(scratch);
     database.drop_now().await;
 });
@@ -556,17 +638,20 @@ on_both_stores!(
         let (store, database) = migrated(backend).await;
         let scratch = Scratch::new("cloudly-keys");
         let data_dir = scratch.join("data");
-        let (old, _) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+        let (old, _) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
         let pending = data_dir.join("keys").join(PENDING_SIGNING_FILE);
 
         // A pending file holding a key the store does not use keeps every rotation out.
         let stray = ControllerKeys::generate().unwrap();
         std::fs::write(&pending, format!("{}\n", hex(&stray.signing.to_bytes()))).unwrap();
-        let error = rotate_signing_key(&data_dir, store.as_ref(), NOW + 1).await.unwrap_err();
+        let error = rotate_signing_key(&data_dir.join("keys"), store.as_ref(), NOW + 1).await.unwrap_err();
         assert!(matches!(&error, KeyError::RotationPending { path, .. } if path == &pending), "{error}");
         assert!(error.to_string().contains(&stray.key_id(KeyRole::Signing)), "{error}");
         assert_eq!(store.recorded_keys().await.unwrap(), old.key_records(NOW), "nothing was recorded");
-        assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+        assert_eq!(
+            open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1,
+            KeysOpened::Matched
+        );
 
         // A rotation that recorded its key and stopped before the rename: the store uses the
         // pending key, which controllers sign with from there.
@@ -578,22 +663,25 @@ on_both_stores!(
             ..in_use.clone()
         };
         assert!(store.rotate_recorded_key(&in_use, &next, NOW + 2).await.unwrap());
-        let (keys, opened) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+        let (keys, opened) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
         assert_eq!(opened, KeysOpened::MatchedUnfinishedRotation { pending: pending.clone() });
         assert_eq!(keys.key_id(KeyRole::Signing), stray.key_id(KeyRole::Signing));
-        let source = DataDirSigningKeys::new(&data_dir);
+        let source = DataDirSigningKeys::new(&data_dir.join("keys"));
         assert_eq!(source.signing_key(&stray.key_id(KeyRole::Signing)).unwrap().to_bytes(), stray.signing.to_bytes());
         let unknown = source.signing_key("sha256:unknown").unwrap_err();
         assert!(matches!(unknown, KeyError::SigningKeyNotHeld { .. }), "{unknown}");
 
         // The next `keys rotate` only finishes it; the one after rotates.
-        let finished = rotate_signing_key(&data_dir, store.as_ref(), NOW + 3).await.unwrap();
+        let finished = rotate_signing_key(&data_dir.join("keys"), store.as_ref(), NOW + 3).await.unwrap();
         assert_eq!(finished.key_id, stray.key_id(KeyRole::Signing));
         assert_eq!((finished.active_since, finished.retired), (NOW + 2, None));
         assert!(!pending.exists());
         assert_eq!(ControllerKeys::load(&data_dir).unwrap().key_id(KeyRole::Signing), stray.key_id(KeyRole::Signing));
-        assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
-        let rotated = rotate_signing_key(&data_dir, store.as_ref(), NOW + 4).await.unwrap();
+        assert_eq!(
+            open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1,
+            KeysOpened::Matched
+        );
+        let rotated = rotate_signing_key(&data_dir.join("keys"), store.as_ref(), NOW + 4).await.unwrap();
         assert_eq!(rotated.retired, Some((stray.key_id(KeyRole::Signing), NOW + 4)));
         let history = store.key_history(KeyRole::Signing).await.unwrap();
         let retired: Vec<_> = history.iter().map(|record| (record.key_id.clone(), record.retired_at_ms)).collect();
@@ -610,7 +698,7 @@ on_both_stores!(
         // A data directory that is not the store's rotates nothing.
         let other = scratch.join("other");
         ControllerKeys::create(&other).unwrap();
-        let error = rotate_signing_key(&other, store.as_ref(), NOW + 5).await.unwrap_err();
+        let error = rotate_signing_key(&other.join("keys"), store.as_ref(), NOW + 5).await.unwrap_err();
         assert!(matches!(error, KeyError::Mismatch { role: KeyRole::Identity, .. }), "{error}");
         assert!(!other.join("keys").join(PENDING_SIGNING_FILE).exists());
         assert_eq!(store.recorded_keys().await.unwrap()[1].key_id, rotated.key_id);
@@ -633,10 +721,10 @@ on_both_stores!(keys_recorded_before_public_keys_were_get_them_at_the_next_start
     let (store, database) = migrated(backend).await;
     let scratch = Scratch::new("cloudly-keys");
     let data_dir = scratch.join("data");
-    let (keys, _) = open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap();
+    let (keys, _) = open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap();
     database.execute("UPDATE controller_keys SET public_key = NULL").await;
     assert!(store.recorded_keys().await.unwrap().iter().all(|record| record.public_key.is_none()));
-    assert_eq!(open_keys_for_store(&data_dir, store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
+    assert_eq!(open_keys_for_store(&data_dir.join("keys"), store.as_ref(), NOW).await.unwrap().1, KeysOpened::Matched);
     assert_eq!(store.recorded_keys().await.unwrap(), keys.key_records(NOW));
     // A stored public key that is not the recorded key's does not read back.
     let other = ControllerKeys::generate().unwrap();

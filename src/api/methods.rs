@@ -546,11 +546,14 @@ impl Method {
             Principal::Administrator(access, handler) => {
                 let request = request_object(request)?;
                 let caller = controller.authorize(request.get("identity"), *access)?;
+                let principal = format!("{}:{}", caller.role.as_str(), caller.user_id);
+                tracing::Span::current().record("principal", principal.as_str());
                 handler(controller, &caller, request).await
             }
             Principal::RelayConnection(handler) => {
                 let request = request_object(request)?;
                 let relay = controller.relay_principal(auth_jwt).await?;
+                tracing::Span::current().record("principal", "relay");
                 handler(controller, &relay, request).await
             }
             Principal::RelayBearer(handler) => handler(controller, request_object(request)?).await,

@@ -21,11 +21,12 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use error::ApiError;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+use tracing::Instrument as _;
 
 pub use limits::Limits;
 
@@ -56,21 +57,66 @@ impl AppState {
     }
 }
 
-/// The process-wide Prometheus recorder, installed on first use.
+/// The process-wide Prometheus recorder, installed on first use ([`crate::metrics::install`]).
 pub fn metrics_handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0])
-                .expect("bucket list is not empty")
-                .build_recorder();
-            let handle = recorder.handle();
-            // Another recorder may already be installed (a host application); ours still renders.
-            let _ = metrics::set_global_recorder(recorder);
-            handle
-        })
-        .clone()
+    crate::metrics::install()
+}
+
+/// The correlation id of a request's log lines: the envelope's `correlation.id` when it is a
+/// short printable string (up to 128 characters), else a fresh one.
+pub fn request_id(correlation: &Map<String, Value>) -> String {
+    match correlation.get("id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() && id.len() <= 128 && id.chars().all(|character| character.is_ascii_graphic()) => {
+            id.to_owned()
+        }
+        _ => uuid::Uuid::new_v4().simple().to_string(),
+    }
+}
+
+/// The span every log line of one request is written in: `request_id` (the correlation id) and
+/// `principal`, `-` until the method proved who calls (`admin:<user>`, `relay`, `node:<cluster>/<node>`;
+/// see `methods::Method::call`).
+pub fn request_span(kind: &'static str, request_id: &str, principal: &str, method: &str) -> tracing::Span {
+    tracing::info_span!("request", kind, request_id = %request_id, principal = %principal, method = %method)
+}
+
+/// Logs what a successful administrator write changed: the method and, of its answer, the
+/// members that name records and their new revisions or generations (ids, revision,
+/// generation; never a bearer or another member).
+fn log_write(method: &methods::Method, response: &Value) {
+    use crate::domain::identity::Access;
+    if !matches!(method.principal, methods::Principal::Administrator(Access::Admin | Access::Designate, _)) {
+        return;
+    }
+    const NAMING: [&str; 10] = [
+        "id",
+        "clusterId",
+        "organizationId",
+        "serviceId",
+        "nodeId",
+        "hostname",
+        "revision",
+        "generation",
+        "replayed",
+        "deleted",
+    ];
+    fn collect(path: &str, value: &Value, depth: usize, changed: &mut Vec<String>) {
+        let Value::Object(members) = value else { return };
+        for (key, member) in members {
+            let name = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+            match member {
+                Value::String(_) | Value::Number(_) | Value::Bool(_) if NAMING.contains(&key.as_str()) => {
+                    changed
+                        .push(format!("{name}={}", member.as_str().map_or_else(|| member.to_string(), str::to_owned)));
+                }
+                Value::Object(_) if depth < 2 => collect(&name, member, depth + 1, changed),
+                _ => {}
+            }
+        }
+    }
+    let mut changed = Vec::new();
+    collect("", response, 0, &mut changed);
+    tracing::info!(method = method.name, changed = %changed.join(" "), "record written");
 }
 
 /// The application: every route; the body limit and the concurrency limit on `/typedrequest`.
@@ -113,7 +159,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
-    let mut response = state.metrics.render().into_response();
+    let mut response = crate::metrics::render(&state.metrics, state.controller.store.pool_status()).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
@@ -150,6 +196,17 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     let method = methods::find(&envelope.method);
     // Metric labels are bounded: an unknown method is counted as "unknown".
     let method_label = method.map_or("unknown", |method| method.name);
+    let span = request_span("http", &request_id(&envelope.correlation), "-", method_label);
+    answer_typed_request(&state, envelope, method).instrument(span).await
+}
+
+/// Answers a read envelope inside its request span.
+async fn answer_typed_request(
+    state: &AppState,
+    envelope: envelope::RequestEnvelope,
+    method: Option<&'static methods::Method>,
+) -> Response {
+    let method_label = method.map_or("unknown", |method| method.name);
     let started = Instant::now();
     let controller = &state.controller;
     let timeout = method.map_or(state.limits.request_timeout, |method| method.time_limit(&state.limits, controller));
@@ -166,7 +223,12 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
         }
     };
     let code = match &outcome {
-        Ok(_) => "ok".to_owned(),
+        Ok(response) => {
+            if let Some(method) = method {
+                log_write(method, response);
+            }
+            "ok".to_owned()
+        }
         Err(error) => error.code().to_owned(),
     };
     if code == "store-unavailable" {

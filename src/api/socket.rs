@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 /// The largest frame and message, both ways (16 MiB).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -206,7 +207,13 @@ fn receive_text(
     };
     let context = context.clone();
     let frames = frames.clone();
-    tokio::spawn(async move {
+    // The socket's node once it opened a session: every request on it is that node's.
+    let principal = context
+        .session()
+        .map_or_else(|| "-".to_owned(), |session| format!("node:{}/{}", session.cluster_id, session.node_id));
+    let label = methods::find(&envelope.method).map_or("unknown", |method| method.name);
+    let span = super::request_span("socket", &super::request_id(&envelope.correlation), &principal, label);
+    let answer = async move {
         let _permit = permit;
         let controller = &context.state.controller;
         let method = methods::find(&envelope.method);
@@ -233,6 +240,7 @@ fn receive_text(
         metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => code.clone()).increment(1);
         tracing::info!(method = %envelope.method, outcome = %code, "socket request");
         let _ = frames.send(text_frame(&answer_envelope(&envelope.method, envelope.correlation, outcome)));
-    });
+    };
+    tokio::spawn(answer.instrument(span));
     None
 }

@@ -41,6 +41,9 @@ pub enum IdentityCommand {
         /// The controller's data directory (its keys live in `keys/`; nothing is created there).
         #[arg(long, env = "CLOUDLY_DATA_DIR", default_value = "./cloudly-data")]
         data_dir: PathBuf,
+        /// The controller keys directory; default `<data dir>/keys`.
+        #[arg(long, env = "CLOUDLY_KEYS_DIR")]
+        keys_dir: Option<PathBuf>,
     },
 }
 
@@ -72,7 +75,7 @@ pub fn parse_ttl(text: &str) -> Option<u64> {
 }
 
 pub fn run_identity(command: IdentityCommand) -> ExitCode {
-    let IdentityCommand::Issue { name, user_id, role, ttl, identity_type, data_dir } = command;
+    let IdentityCommand::Issue { name, user_id, role, ttl, identity_type, data_dir, keys_dir } = command;
     let Some(user_id) = Id::parse(&user_id) else {
         eprintln!("error: --user-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)");
         return ExitCode::from(2);
@@ -81,7 +84,8 @@ pub fn run_identity(command: IdentityCommand) -> ExitCode {
         eprintln!("error: --ttl must be a positive number with s, m, h or d, such as 12h");
         return ExitCode::from(2);
     };
-    let keys = match ControllerKeys::load(&data_dir) {
+    let keys_dir = keys_dir.unwrap_or_else(|| crate::keys::default_keys_dir(&data_dir));
+    let keys = match ControllerKeys::load_from(&keys_dir) {
         Ok(keys) => keys,
         Err(error) => {
             eprintln!("error: {error}");

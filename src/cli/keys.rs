@@ -20,7 +20,7 @@ const CONSEQUENCES: &str = "adopting keys makes every identity issued and every 
 /// `cloudly keys …`.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Make the data directory's keys the store's keys, creating missing key files and retiring
+    /// Make the keys directory's keys the store's keys, creating missing key files and retiring
     /// the recorded keys they replace. Prints each role's key id in use and the one it replaced.
     Adopt {
         /// Store settings.
@@ -32,9 +32,10 @@ pub enum KeysCommand {
         confirmed: bool,
     },
     /// Make a new signing key the store's signing key in use, retiring the old one (still listed
-    /// by `getControllerSigningKeys`, so what it signed still verifies). Run it with the data
-    /// directory of the running controllers' keys/, while they run: they sign with the new key
-    /// within seconds. Prints the new key id and the retired one.
+    /// by `getControllerSigningKeys`, so what it signed still verifies). Run it with the keys
+    /// directory of the running controllers (`--keys-dir`, default `<data dir>/keys`), writable,
+    /// while they run: they sign with the new key within seconds. Prints the new key id and the
+    /// retired one.
     Rotate {
         /// Store settings.
         #[command(flatten)]
@@ -75,7 +76,7 @@ fn adopt(store: StoreConfig, confirmed: bool) -> ExitCode {
     }
     super::block_on(async move {
         let adopted = with_store(&store, async |opened, now_ms| {
-            Ok(adopt_keys_for_store(&store.data_dir, opened.as_ref(), now_ms).await?)
+            Ok(adopt_keys_for_store(&store.keys_dir(), opened.as_ref(), now_ms).await?)
         })
         .await?;
         let keys: Vec<_> = adopted
@@ -92,7 +93,7 @@ fn adopt(store: StoreConfig, confirmed: bool) -> ExitCode {
 fn rotate(store: StoreConfig) -> ExitCode {
     super::block_on(async move {
         let rotation = with_store(&store, async |opened, now_ms| {
-            let rotation = rotate_signing_key(&store.data_dir, opened.as_ref(), now_ms).await?;
+            let rotation = rotate_signing_key(&store.keys_dir(), opened.as_ref(), now_ms).await?;
             // Running controllers also find it on their own within their check interval.
             if let Err(error) = opened.notify_keys_changed().await {
                 tracing::warn!(%error, "running controllers could not be told of the rotation; they find it within their check interval");

@@ -116,8 +116,11 @@ impl Controller {
             &judge,
         )
         .await?;
+        let count =
+            |outcome: &'static str| metrics::counter!("cloudly_designations_total", "outcome" => outcome).increment(1);
         match commit {
             DesignationCommit::Accepted { designation, spec } => {
+                count("accepted");
                 tracing::info!(
                     cluster = %designation.cluster_id,
                     service = %designation.ingress_service_id,
@@ -130,7 +133,10 @@ impl Controller {
                 self.assignments_changed_in_background(&designation.cluster_id);
                 Ok(DesignationAnswer { designation, spec, replayed: false })
             }
-            DesignationCommit::Refused(refusal) => Err(refusal_error(refusal)),
+            DesignationCommit::Refused(refusal) => {
+                count(refusal.outcome());
+                Err(refusal_error(refusal))
+            }
             DesignationCommit::MutationExists => {
                 // Mutation records are never deleted, so the recorded one is there to answer.
                 let Some(recorded) = self
@@ -142,8 +148,10 @@ impl Controller {
                     return Err(DomainError::Internal);
                 };
                 if recorded.request_canonical == request_canonical {
+                    count("replayed");
                     Ok(DesignationAnswer { designation: recorded.designation, spec: recorded.spec, replayed: true })
                 } else {
+                    count("mutation-conflict");
                     Err(DomainError::MutationConflict)
                 }
             }
@@ -194,6 +202,19 @@ pub enum DesignationRefusal {
     SpecRevisionMismatch(u64),
     /// `designation-conflict`, with the current reference or `None`.
     DesignationConflict(Option<AuthorityReference>),
+}
+
+impl DesignationRefusal {
+    /// The refusal's wire code, the outcome of `cloudly_designations_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            DesignationRefusal::NotFound(_) => "not-found",
+            DesignationRefusal::RuntimeMismatch(_) => "runtime-mismatch",
+            DesignationRefusal::KindConflict => "designation-kind-conflict",
+            DesignationRefusal::SpecRevisionMismatch(_) => "spec-revision-mismatch",
+            DesignationRefusal::DesignationConflict(_) => "designation-conflict",
+        }
+    }
 }
 
 /// The decision from the facts the store read at one snapshot: the write, or a refusal. Pure:

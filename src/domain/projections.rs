@@ -456,8 +456,15 @@ impl ProjectionIssuer {
 
     /// Issues, best effort: a failure is logged, and the next trigger or node read repairs it.
     pub async fn issue_logged(&self, cluster_id: &Id) {
-        if let Err(error) = self.issue(cluster_id).await {
-            tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
+        match self.issue(cluster_id).await {
+            Ok(nodes) if nodes.is_empty() => {
+                metrics::counter!("cloudly_projections_issued_total", "outcome" => "unchanged").increment(1)
+            }
+            Ok(_) => metrics::counter!("cloudly_projections_issued_total", "outcome" => "issued").increment(1),
+            Err(error) => {
+                metrics::counter!("cloudly_projections_issued_total", "outcome" => "failed").increment(1);
+                tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
+            }
         }
     }
 }

@@ -55,6 +55,7 @@ pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::{LockedAssignments, SessionStore};
 pub use signals::{ChangeKind, Signal, SignalStore, SignalSubscription};
+pub use sql::PoolStatus;
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
 pub use storage_claims::StorageClaimStore;
 
@@ -148,6 +149,9 @@ pub trait Store:
     /// Which backend this is.
     fn backend(&self) -> Backend;
 
+    /// How many connections the store's pool holds now (the gauges of `/metrics`).
+    fn pool_status(&self) -> PoolStatus;
+
     /// Applies every pending migration.
     async fn migrate(&self) -> Result<(), StoreError>;
 
@@ -218,6 +222,10 @@ impl SqlStore {
 impl Store for SqlStore {
     fn backend(&self) -> Backend {
         self.pool.backend()
+    }
+
+    fn pool_status(&self) -> PoolStatus {
+        self.pool.status()
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

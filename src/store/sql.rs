@@ -21,7 +21,69 @@ pub(crate) enum Pool {
     Sqlite(SqlitePool),
 }
 
+/// How many connections a pool holds now and may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStatus {
+    /// Connections checked out (a statement or a transaction runs on them).
+    pub in_use: usize,
+    /// Open connections waiting in the pool.
+    pub idle: usize,
+    /// The most connections the pool opens.
+    pub max: usize,
+}
+
+/// Counts a task waiting for a pool connection (gauge `cloudly_store_pool_waiting`) while it is
+/// alive, so a wait cut off by a request timeout is uncounted too.
+struct Waiting;
+
+impl Waiting {
+    fn begin() -> Waiting {
+        metrics::gauge!("cloudly_store_pool_waiting").increment(1.0);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::gauge!("cloudly_store_pool_waiting").decrement(1.0);
+    }
+}
+
+/// Awaits `acquire` (a connection from a pool) as one waiting task; a failure to get one is
+/// counted (`cloudly_store_pool_acquire_failures_total`) when `failed` says it was the pool's.
+async fn acquire<T, E: Into<StoreError>>(
+    acquire: impl Future<Output = Result<T, E>>,
+    failed: impl Fn(&E) -> bool,
+) -> Result<T, StoreError> {
+    let waiting = Waiting::begin();
+    let acquired = acquire.await;
+    drop(waiting);
+    acquired.map_err(|error| {
+        if failed(&error) {
+            metrics::counter!("cloudly_store_pool_acquire_failures_total").increment(1);
+        }
+        error.into()
+    })
+}
+
+/// Whether a SQLite pool error is the pool's (no connection in time, or closed).
+fn sqlite_pool_failed(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
+}
+
 impl Pool {
+    /// What the pool holds now.
+    pub(crate) fn status(&self) -> PoolStatus {
+        match self {
+            Pool::Postgres(pool) => pool.status(),
+            Pool::Sqlite(pool) => {
+                let (size, idle) = (pool.size() as usize, pool.num_idle());
+                let max = pool.options().get_max_connections() as usize;
+                PoolStatus { in_use: size.saturating_sub(idle), idle, max }
+            }
+        }
+    }
+
     /// The backend, and so the dialect, of this pool.
     pub(crate) fn backend(&self) -> Backend {
         match self {
@@ -33,8 +95,8 @@ impl Pool {
     /// A connection for statements outside a transaction (each statement is atomic on its own).
     pub(crate) async fn connection(&self) -> Result<Connection, StoreError> {
         Ok(match self {
-            Pool::Postgres(pool) => Connection::Postgres(pool.acquire().await?),
-            Pool::Sqlite(pool) => Connection::Sqlite(pool.acquire().await?),
+            Pool::Postgres(pool) => Connection::Postgres(acquire(pool.acquire(), |_| true).await?),
+            Pool::Sqlite(pool) => Connection::Sqlite(acquire(pool.acquire(), sqlite_pool_failed).await?),
         })
     }
 
@@ -51,11 +113,11 @@ impl Pool {
     async fn begin(&self, statement: &'static str) -> Result<Transaction, StoreError> {
         Ok(match self {
             Pool::Postgres(pool) => {
-                let mut connection = pool.acquire().await?;
+                let mut connection = acquire(pool.acquire(), |_| true).await?;
                 connection.begin(statement).await?;
                 Transaction::Postgres(connection)
             }
-            Pool::Sqlite(pool) => Transaction::Sqlite(pool.begin_with(statement).await?),
+            Pool::Sqlite(pool) => Transaction::Sqlite(acquire(pool.begin_with(statement), sqlite_pool_failed).await?),
         })
     }
 
@@ -229,6 +291,7 @@ impl<'a> Statement<'a> {
 
     /// Runs the statement; answers how many rows it changed.
     pub(crate) async fn execute(self, on: &mut impl HoldsConnection) -> Result<u64, StoreError> {
+        let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
             ConnectionRef::Postgres(connection) => self.query::<Postgres>().execute(connection).await?.rows_affected(),
             ConnectionRef::Sqlite(connection) => self.query::<Sqlite>().execute(connection).await?.rows_affected(),
@@ -242,6 +305,7 @@ impl<'a> Statement<'a> {
     /// `INSERT … RETURNING` commits only at its end, so a commit that fails — a full or read-only
     /// disk — would otherwise answer the row of a write that was never stored.
     pub(crate) async fn fetch_optional(self, on: &mut impl HoldsConnection) -> Result<Option<Row>, StoreError> {
+        let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
             ConnectionRef::Postgres(connection) => {
                 self.query::<Postgres>().fetch_optional(connection).await?.map(Row::Postgres)
@@ -260,6 +324,7 @@ impl<'a> Statement<'a> {
 
     /// Runs the statement; answers every row.
     pub(crate) async fn fetch_all(self, on: &mut impl HoldsConnection) -> Result<Vec<Row>, StoreError> {
+        let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
             ConnectionRef::Postgres(connection) => {
                 self.query::<Postgres>().fetch_all(connection).await?.into_iter().map(Row::Postgres).collect()
@@ -268,6 +333,82 @@ impl<'a> Statement<'a> {
                 self.query::<Sqlite>().fetch_all(connection).await?.into_iter().map(Row::Sqlite).collect()
             }
         })
+    }
+}
+
+/// Times one statement, from its start until it answered or was abandoned, into the histogram
+/// `cloudly_store_operation_duration_seconds{operation}` ([`operation_label`]).
+struct StatementTimer {
+    operation: &'static str,
+    started: std::time::Instant,
+}
+
+impl StatementTimer {
+    fn start(sql: &Sql) -> StatementTimer {
+        let operation = match sql {
+            Sql::Written(text) => written_operation_label(text),
+            Sql::Composed(text) => operation_label(text),
+        };
+        StatementTimer { operation, started: std::time::Instant::now() }
+    }
+}
+
+impl Drop for StatementTimer {
+    fn drop(&mut self) {
+        metrics::histogram!("cloudly_store_operation_duration_seconds", "operation" => self.operation)
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// [`operation_label`] of a written statement, found by the address of its text after the first
+/// time (a written statement's text is one `&'static str`).
+fn written_operation_label(sql: &'static str) -> &'static str {
+    static WRITTEN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<usize, &'static str>>> =
+        std::sync::OnceLock::new();
+    let written = WRITTEN.get_or_init(Default::default);
+    let address = sql.as_ptr() as usize;
+    if let Some(label) = written.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&address) {
+        return label;
+    }
+    let label = operation_label(sql);
+    written.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(address, label);
+    label
+}
+
+/// The store operation a statement performs, as a bounded metric label: its verb and the table
+/// (or first common table expression) it works on, lowercase — `select clusters`,
+/// `insert designation_generations`, `update node_sessions`, `delete registrations`,
+/// `with head`. Every statement is one of the store's own texts, so the labels are few; each is
+/// kept once for the life of the process.
+pub(crate) fn operation_label(sql: &str) -> &'static str {
+    static LABELS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let mut words = sql
+        .split(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
+        .filter(|word| !word.is_empty());
+    let verb = words.next().unwrap_or_default().to_ascii_lowercase();
+    let mut after = |keyword: &str| {
+        words.by_ref().take_while(|word| !word.eq_ignore_ascii_case(keyword)).for_each(drop);
+        words.next()
+    };
+    let object = match verb.as_str() {
+        "select" | "delete" => after("from"),
+        "insert" => after("into"),
+        "update" | "with" => words.next(),
+        _ => None,
+    };
+    let label = match object {
+        Some(object) => format!("{verb} {}", object.to_ascii_lowercase()),
+        None => verb,
+    };
+    let mut labels = LABELS.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    match labels.get(label.as_str()) {
+        Some(kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(label.into_boxed_str());
+            labels.insert(kept);
+            kept
+        }
     }
 }
 
@@ -328,5 +469,21 @@ impl Row {
     /// A `BYTEA` / `BLOB` column.
     pub(crate) fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
         self.get(column)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::operation_label;
+
+    #[test]
+    fn a_statement_is_labelled_by_its_verb_and_table() {
+        assert_eq!(operation_label("SELECT a, b FROM clusters WHERE id = $1"), "select clusters");
+        assert_eq!(operation_label("INSERT INTO node_sessions (a) VALUES ($1)"), "insert node_sessions");
+        assert_eq!(operation_label("UPDATE clusters SET a = $1"), "update clusters");
+        assert_eq!(operation_label("DELETE FROM registrations WHERE x"), "delete registrations");
+        assert_eq!(operation_label("WITH head AS (UPDATE clusters SET a = 1) SELECT 1"), "with head");
+        assert_eq!(operation_label("SELECT 1"), "select");
+        assert!(std::ptr::eq(operation_label("SELECT 1"), operation_label("select 2")), "kept once");
     }
 }

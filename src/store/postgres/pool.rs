@@ -166,6 +166,16 @@ impl Pool {
         &self.pool.manager().options
     }
 
+    /// What the pool holds now.
+    pub fn status(&self) -> crate::store::sql::PoolStatus {
+        let status = self.pool.status();
+        crate::store::sql::PoolStatus {
+            in_use: status.size.saturating_sub(status.available),
+            idle: status.available,
+            max: status.max_size,
+        }
+    }
+
     /// A connection, new or recycled.
     pub async fn acquire(&self) -> Result<PooledConnection, StoreError> {
         let object = self.pool.get().await.map_err(|error| {

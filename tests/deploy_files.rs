@@ -1,0 +1,380 @@
+//! `deploy/` agrees with the code, since no Docker engine runs here to try it: every `CLOUDLY_*`
+//! variable the Dockerfile, the compose file, the systemd unit and the READMEs name is one the
+//! built binary's configuration accepts (read from `cloudly … --help` of `CARGO_BIN_EXE_cloudly`)
+//! or one the end-to-end suite's interface defines; the controllers' environment, run through
+//! `cloudly config`, listens on the port the files publish and health-check, with the shared keys
+//! directory they mount; the health path answers on a real process; the binary the image copies
+//! is the one cargo builds; and the compose file's `keys` command writes keys the binary loads.
+
+#[macro_use]
+mod support;
+
+use serde_yaml_ng::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::process::{Scratch, start_with};
+
+/// The end-to-end suite's interface (`scripts/e2e.sh`, `tests/e2e.rs`): the controllers' base
+/// URLs, comma-separated, and the administrator identity file.
+const E2E_VARIABLES: [&str; 2] = ["CLOUDLY_E2E_URLS", "CLOUDLY_E2E_IDENTITY"];
+
+/// The port the image and the compose file serve on.
+const PORT: &str = "8080";
+
+/// The health path of the image's and the compose file's checks.
+const HEALTH_PATH: &str = "/readyz";
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repository().join(path)).unwrap_or_else(|error| panic!("{path}: {error}"))
+}
+
+fn cloudly(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cloudly")).args(args).env_clear().output().unwrap()
+}
+
+/// The `[env: NAME=]` variables of `cloudly <args> --help`.
+fn help_variables(args: &[&str]) -> BTreeSet<String> {
+    let output = cloudly(&[args, &["--help"]].concat());
+    assert!(output.status.success(), "cloudly {args:?} --help: {}", String::from_utf8_lossy(&output.stderr));
+    let help = String::from_utf8(output.stdout).unwrap();
+    help.split("[env: ").skip(1).map(|rest| rest.split('=').next().unwrap().to_owned()).collect()
+}
+
+/// Every variable the binary reads, by command.
+struct Accepted {
+    serve: BTreeSet<String>,
+    identity_issue: BTreeSet<String>,
+    all: BTreeSet<String>,
+}
+
+fn accepted() -> Accepted {
+    let serve = help_variables(&["serve"]);
+    let identity_issue = help_variables(&["identity", "issue"]);
+    let mut all = serve.clone();
+    for args in [&["migrate"][..], &["keys", "rotate"], &["keys", "adopt"], &["identity", "issue"], &["call"]] {
+        all.extend(help_variables(args));
+    }
+    for name in ["CLOUDLY_LISTEN", "CLOUDLY_DATA_DIR", "CLOUDLY_KEYS_DIR", "CLOUDLY_DATABASE_URL", "CLOUDLY_LOG_FORMAT"]
+    {
+        assert!(serve.contains(name), "cloudly serve --help names {name}: {serve:?}");
+    }
+    Accepted { serve, identity_issue, all }
+}
+
+/// Every `CLOUDLY_…` word of `text`.
+fn variables_in(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("CLOUDLY_") {
+        let word: String = rest[at..]
+            .chars()
+            .take_while(|character| character.is_ascii_uppercase() || *character == '_' || character.is_ascii_digit())
+            .collect();
+        let word = word.trim_end_matches('_');
+        // `CLOUDLY_*`, `CLOUDLY_…`: the family, not a variable.
+        if word != "CLOUDLY" {
+            found.insert(word.to_owned());
+        }
+        rest = &rest[at + "CLOUDLY_".len()..];
+    }
+    found
+}
+
+/// The text of every `.rs` file under `dir`.
+fn source_text(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            text += &source_text(&path);
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            text += &std::fs::read_to_string(&path).unwrap();
+        }
+    }
+    text
+}
+
+fn compose() -> Value {
+    serde_yaml_ng::from_str(&read("deploy/docker-compose.yml")).expect("the compose file is YAML")
+}
+
+fn service<'a>(compose: &'a Value, name: &str) -> &'a Value {
+    let service = &compose["services"][name];
+    assert!(service.is_mapping(), "the compose file has a service {name}");
+    service
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Sequence(items) => items.iter().map(text).collect::<Vec<_>>().join(" "),
+        Value::Number(number) => number.to_string(),
+        Value::Bool(flag) => flag.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A service's environment as (name, value) pairs.
+fn environment(service: &Value) -> Vec<(String, String)> {
+    service["environment"]
+        .as_mapping()
+        .map(|mapping| mapping.iter().map(|(name, value)| (text(name), text(value))).collect())
+        .unwrap_or_default()
+}
+
+fn variable(service: &Value, name: &str) -> String {
+    environment(service)
+        .into_iter()
+        .find(|(each, _)| each == name)
+        .unwrap_or_else(|| panic!("no {name} in {service:?}"))
+        .1
+}
+
+/// A service's volume mounts as (source, target, read-only).
+fn mounts(service: &Value) -> Vec<(String, String, bool)> {
+    service["volumes"]
+        .as_sequence()
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| {
+                    let parts: Vec<String> = text(item).split(':').map(str::to_owned).collect();
+                    (parts[0].clone(), parts[1].clone(), parts.get(2).is_some_and(|mode| mode == "ro"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const CONTROLLERS: [&str; 2] = ["cloudly-1", "cloudly-2"];
+
+#[test]
+fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
+    let accepted = accepted();
+    let compose = compose();
+    for (name, service) in compose["services"].as_mapping().unwrap() {
+        let name = text(name);
+        let allowed: &BTreeSet<String> =
+            if name == "admin-identity" { &accepted.identity_issue } else { &accepted.serve };
+        for (variable, _) in environment(service).into_iter().filter(|(variable, _)| variable.starts_with("CLOUDLY_")) {
+            let e2e = name == "e2e" && E2E_VARIABLES.contains(&variable.as_str());
+            assert!(
+                e2e || allowed.contains(&variable),
+                "service {name} sets {variable}, which its command does not read"
+            );
+        }
+    }
+    let e2e = service(&compose, "e2e");
+    let e2e_variables: BTreeSet<String> = environment(e2e).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(e2e_variables, E2E_VARIABLES.map(str::to_owned).into(), "the e2e service sets the suite's variables");
+
+    let documents =
+        ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/systemd/cloudly.service", "deploy/README.md"];
+    for document in documents {
+        for variable in variables_in(&read(document)) {
+            let known = accepted.all.contains(&variable) || E2E_VARIABLES.contains(&variable.as_str());
+            assert!(known, "{document} names {variable}, which cloudly does not read");
+        }
+    }
+    // The top-level README: every variable it documents is read by the binary (its flags, or
+    // `std::env` in `src/`), or by the test command (`CLOUDLY_TEST_…`); every variable of
+    // `cloudly serve` is documented.
+    let readme = read("README.md");
+    let test_command = read("scripts/test.sh") + &read("tests/support/database.rs");
+    let source = source_text(&repository().join("src"));
+    for variable in variables_in(&readme) {
+        let read_by_source = source.contains(&format!("\"{variable}\""));
+        let known = accepted.all.contains(&variable) || read_by_source || test_command.contains(&variable);
+        assert!(known, "README.md documents {variable}, which no code reads");
+    }
+    for variable in &accepted.serve {
+        assert!(readme.contains(&format!("`{variable}`")), "README.md does not document {variable}");
+    }
+}
+
+#[test]
+fn the_controllers_listen_where_the_files_publish_and_check_them_and_share_one_keys_directory() {
+    let compose = compose();
+    let mut data_volumes = BTreeSet::new();
+    let mut shared = BTreeSet::new();
+    for name in CONTROLLERS {
+        let controller = service(&compose, name);
+        assert_eq!(text(&controller["command"]), "serve", "{name} runs cloudly serve (the image's entrypoint)");
+        let ports = text(&controller["ports"]);
+        assert!(ports.ends_with(&format!(":{PORT}")), "{name} publishes the container's port {PORT}: {ports}");
+        let check = text(&controller["healthcheck"]["test"]);
+        assert!(check.contains(&format!("127.0.0.1:{PORT}{HEALTH_PATH}")), "{name} checks {HEALTH_PATH}: {check}");
+        assert_eq!(text(&controller["depends_on"]["postgres"]["condition"]), "service_healthy");
+
+        // The environment as the binary reads it.
+        let scratch = Scratch::new("cloudly-deploy");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cloudly"));
+        command.arg("config").env_clear();
+        for (variable, value) in environment(controller) {
+            command.env(variable, value);
+        }
+        let output = command.current_dir(&scratch.0).output().unwrap();
+        assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let config: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(config["listen"], format!("0.0.0.0:{PORT}"), "{name}");
+        assert_eq!(config["logFormat"], "json", "{name}");
+        assert!(
+            config["databaseUrl"].as_str().unwrap().starts_with("postgres://cloudly:***@postgres:5432/"),
+            "{config}"
+        );
+
+        let keys_dir = variable(controller, "CLOUDLY_KEYS_DIR");
+        let data_dir = variable(controller, "CLOUDLY_DATA_DIR");
+        assert_eq!(config["keys"], keys_dir);
+        let volumes = mounts(controller);
+        let keys = volumes.iter().find(|(_, target, _)| *target == keys_dir).expect("the keys directory is a mount");
+        assert!(keys.2, "{name} mounts the keys read-only");
+        shared.insert((keys.0.clone(), variable(controller, "CLOUDLY_DATABASE_URL")));
+        let data = volumes.iter().find(|(_, target, _)| *target == data_dir).expect("the data directory is a mount");
+        assert!(!data.2, "{name} writes its data directory");
+        data_volumes.insert(data.0.clone());
+    }
+    assert_eq!(shared.len(), 1, "both controllers share one keys volume and one database: {shared:?}");
+    assert_eq!(data_volumes.len(), 2, "each controller has a data directory of its own");
+    let declared = compose["volumes"].as_mapping().unwrap();
+    for volume in
+        data_volumes.iter().chain(shared.iter().map(|(keys, _)| keys)).chain(["postgres-data".to_owned()].iter())
+    {
+        assert!(declared.contains_key(volume.as_str()), "the volume {volume} is declared");
+    }
+
+    let postgres = service(&compose, "postgres");
+    let image = text(&postgres["image"]);
+    assert!(image.starts_with("postgres:") && !image.ends_with(":latest"), "PostgreSQL is pinned by tag: {image}");
+    assert!(text(&postgres["healthcheck"]["test"]).contains("pg_isready"));
+    assert!(
+        mounts(postgres)
+            .iter()
+            .any(|(source, target, _)| source == "postgres-data" && target == "/var/lib/postgresql/data")
+    );
+}
+
+#[test]
+fn the_e2e_service_runs_the_suite_against_both_controllers_with_an_identity_of_the_shared_keys() {
+    let compose = compose();
+    let e2e = service(&compose, "e2e");
+    let entrypoint = text(&e2e["entrypoint"]) + " " + &text(&e2e["command"]);
+    assert!(entrypoint.contains("scripts/e2e.sh"), "the e2e service runs scripts/e2e.sh: {entrypoint}");
+    assert_eq!(text(&e2e["build"]["target"]), "e2e");
+    let urls = variable(e2e, "CLOUDLY_E2E_URLS");
+    let expected: Vec<String> = CONTROLLERS.iter().map(|name| format!("http://{name}:{PORT}")).collect();
+    assert_eq!(urls, expected.join(","));
+    for name in CONTROLLERS {
+        assert_eq!(text(&e2e["depends_on"][name]["condition"]), "service_healthy");
+    }
+
+    // The identity file is the one `admin-identity` writes with the shared keys.
+    let identity_path = variable(e2e, "CLOUDLY_E2E_IDENTITY");
+    let (identity_volume, identity_dir, _) = mounts(e2e)
+        .into_iter()
+        .find(|(_, target, _)| identity_path.starts_with(&format!("{target}/")))
+        .expect("the identity file lies in a mounted volume");
+    let file_name = &identity_path[identity_dir.len() + 1..];
+    let issuer = service(&compose, "admin-identity");
+    let command = text(&issuer["command"]);
+    assert!(command.contains("cloudly identity issue") && command.contains("--role admin"), "{command}");
+    let (_, written_dir, read_only) = mounts(issuer)
+        .into_iter()
+        .find(|(source, _, _)| *source == identity_volume)
+        .expect("admin-identity mounts the identity volume");
+    assert!(!read_only);
+    assert!(command.contains(&format!("> {written_dir}/{file_name}")), "{command}");
+    let keys_dir = variable(issuer, "CLOUDLY_KEYS_DIR");
+    assert_eq!(keys_dir, variable(service(&compose, CONTROLLERS[0]), "CLOUDLY_KEYS_DIR"));
+    assert!(mounts(issuer).iter().any(|(source, target, _)| source == "cloudly-keys" && *target == keys_dir));
+
+    let dockerfile = read("deploy/Dockerfile");
+    let stage = dockerfile.split("\nFROM ").find(|stage| stage.contains(" AS e2e")).expect("an e2e stage");
+    assert!(stage.contains("--test e2e") && stage.contains("scripts/e2e.sh"), "{stage}");
+}
+
+#[test]
+fn the_image_builds_the_binary_cargo_builds_and_runs_it_as_a_user_with_its_data_on_a_volume() {
+    let dockerfile = read("deploy/Dockerfile");
+    let binary = Path::new(env!("CARGO_BIN_EXE_cloudly")).file_name().unwrap().to_str().unwrap().to_owned();
+    assert_eq!(binary, "cloudly");
+    let from: Vec<&str> = dockerfile.lines().filter(|line| line.starts_with("FROM ")).collect();
+    assert_eq!(from.len(), 3, "{from:?}");
+    for line in &from {
+        let image = line.split_whitespace().nth(1).unwrap();
+        assert!(image == "builder" || (image.contains(':') && !image.ends_with(":latest")), "pinned by tag: {line}");
+    }
+    assert!(from[0].starts_with("FROM rust:") && from[2].starts_with("FROM debian:"), "{from:?}");
+    assert!(dockerfile.contains(&format!("cargo build --release --locked --bin {binary}")));
+    assert!(dockerfile.contains(&format!("COPY --from=builder /src/target/release/{binary} /usr/local/bin/{binary}")));
+    let runtime = &dockerfile[dockerfile.find(from[2]).unwrap()..];
+    let user = runtime.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER");
+    assert!(user != "root" && user != "0", "the runtime runs as {user}");
+    assert!(runtime.contains("CLOUDLY_DATA_DIR=/var/lib/cloudly") && runtime.contains("VOLUME [\"/var/lib/cloudly\"]"));
+    assert!(runtime.contains(&format!("CLOUDLY_LISTEN=0.0.0.0:{PORT}")) && runtime.contains(&format!("EXPOSE {PORT}")));
+    assert!(runtime.contains(&format!("http://127.0.0.1:{PORT}{HEALTH_PATH}")), "HEALTHCHECK on {HEALTH_PATH}");
+    assert!(runtime.contains(&format!("ENTRYPOINT [\"{binary}\"]")) && runtime.contains("CMD [\"serve\"]"));
+
+    let unit = read("deploy/systemd/cloudly.service");
+    assert!(unit.contains(&format!("ExecStart=/usr/local/bin/{binary} serve")));
+    assert!(unit.contains("User=cloudly"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_path_answers_on_the_port_of_the_listen_setting() {
+    let scratch = Scratch::new("cloudly-deploy");
+    let data_dir = scratch.join("data");
+    let database = format!("sqlite://{}", scratch.join("cloudly.db").display());
+    let keys_dir = scratch.join("keys");
+    let serving = start_with(&data_dir, &database, &[("CLOUDLY_KEYS_DIR", keys_dir.to_str().unwrap())]).serving();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::get(format!("{}{HEALTH_PATH}", serving.base_url)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(body, serde_json::json!({ "ready": true }));
+    assert!(keys_dir.join("signing.ed25519").exists(), "the keys are in CLOUDLY_KEYS_DIR");
+    serving.terminate();
+}
+
+#[test]
+fn the_keys_command_of_the_compose_file_writes_keys_the_binary_loads_and_only_once() {
+    let compose = compose();
+    let keys = service(&compose, "keys");
+    assert_eq!(text(&keys["entrypoint"]), "/bin/sh -c");
+    // Compose turns `$$` into `$`.
+    let script = text(&keys["command"]).replace("$$", "$");
+    let keys_dir = variable(keys, "CLOUDLY_KEYS_DIR");
+    assert!(
+        mounts(keys)
+            .iter()
+            .any(|(source, target, read_only)| source == "cloudly-keys" && *target == keys_dir && !read_only)
+    );
+    let scratch = Scratch::new("cloudly-deploy");
+    let dir = scratch.join("keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = || {
+        let output = Command::new("sh").args(["-c", &script]).env("CLOUDLY_KEYS_DIR", &dir).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    run();
+    let first = cloudly::keys::ControllerKeys::load_from(&dir).expect("the binary loads the keys");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["identity.ed25519", "secret.key", "signing.ed25519"]);
+    #[cfg(unix)]
+    for name in &names {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(dir.join(name)).unwrap().permissions().mode() & 0o777, 0o600, "{name}");
+    }
+    run();
+    let again = cloudly::keys::ControllerKeys::load_from(&dir).unwrap();
+    for role in cloudly::store::KeyRole::ALL {
+        assert_eq!(first.key_id(role), again.key_id(role), "a second run replaces nothing");
+    }
+}
