@@ -182,10 +182,10 @@ fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
         }
     }
     // The top-level README: every variable it documents is read by the binary (its flags, or
-    // `std::env` in `src/`), or by the test command (`CLOUDLY_TEST_…`); every variable of
-    // `cloudly serve` is documented.
+    // `std::env` in `src/`), by the test command (`CLOUDLY_TEST_…`) or by the end-to-end suite
+    // (`CLOUDLY_E2E_…`); every variable of `cloudly serve` is documented.
     let readme = read("README.md");
-    let test_command = read("scripts/test.sh") + &read("tests/support/database.rs");
+    let test_command = read("scripts/test.sh") + &read("tests/support/database.rs") + &read("tests/e2e.rs");
     let source = source_text(&repository().join("src"));
     for variable in variables_in(&readme) {
         let read_by_source = source.contains(&format!("\"{variable}\""));
