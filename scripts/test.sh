@@ -40,6 +40,9 @@ if [ ! -d tests/typedrequest-client/node_modules/@api.global/typedrequest ] \
   (cd tests/typedrequest-client && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# Schemathesis, pinned with hashes, for tests/openapi_fuzz.rs (a no-op when already installed).
+tests/schemathesis/install.sh
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked

@@ -15,6 +15,10 @@
 //! - the paths are exactly `/typedrequest`, `/typedsocket`, `/healthz`, `/readyz`, `/metrics`, and
 //!   each documented status is answered by the router with the documented body (`101` of
 //!   `/typedsocket` by a real upgrade over TCP, whose frames are envelopes that fit the document);
+//! - `POST /typedrequest` answers every envelope, a refusal too, with 200, and its four other
+//!   statuses with bodies that are no envelope, one code each, as its description says; the
+//!   envelope members the reader does not judge (`response`, a `correlation` or `authInfo` that is
+//!   no object) are documented without a type;
 //! - for each method, the documented required request members are the domain's (a request with
 //!   no member but `identity` and one unknown member is refused naming exactly those), the
 //!   documented optional members are accepted, and `x-roles` is each row's principal
@@ -962,6 +966,81 @@ async fn the_paths_are_exactly_the_routes_and_answer_as_documented() {
         .collect();
     assert_eq!(seen, documented_statuses, "every documented status is answered");
     assert_eq!(reasons, string_set(&schema("NotReadyBody")["properties"]["reason"]["enum"]), "readiness reasons");
+}
+
+/// `POST /typedrequest` as a generic tool reads it: every answered envelope, a refusal too, is
+/// documented as 200, and every other status is documented as a body that is no envelope. The
+/// document says so in words, and real answers agree.
+#[tokio::test]
+async fn every_answered_envelope_is_200_and_every_other_status_is_no_envelope() {
+    let operation = &document()["paths"]["/typedrequest"]["post"];
+    let responses = operation["responses"].as_object().expect("responses");
+    let statuses: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
+    assert_eq!(statuses, BTreeSet::from(["200", "400", "408", "413", "503"]), "the statuses of /typedrequest");
+
+    // 200 is the answer envelope, and each of its branches can carry `error`: refusals are 200.
+    assert_eq!(responses["200"]["content"]["application/json"]["schema"], schema_ref("TypedAnswerEnvelope"));
+    for branch in schema("TypedAnswerEnvelope")["oneOf"].as_array().expect("oneOf") {
+        let branch = resolve(branch["$ref"].as_str().expect("a reference"));
+        assert!(branch["properties"].get("error").is_some(), "{branch}: an answer envelope can carry error");
+    }
+
+    // Every other status answers `{ error }` alone, with the one code of that status.
+    let description = operation["description"].as_str().expect("the operation says what its statuses mean");
+    assert!(description.contains("is HTTP 200, a success or a refusal alike"), "{description}");
+    let mut code_of_status = Vec::new();
+    for (status, response) in responses.iter().filter(|(status, _)| *status != "200") {
+        let response = resolve(response["$ref"].as_str().expect("a shared response"));
+        let body = resolve(response["content"]["application/json"]["schema"]["$ref"].as_str().expect("a body schema"));
+        let members: BTreeSet<&str> =
+            body["properties"].as_object().expect("properties").keys().map(String::as_str).collect();
+        assert_eq!(members, BTreeSet::from(["error"]), "{status}: no envelope member");
+        assert_eq!(body["additionalProperties"], json!(false), "{status}: no envelope member");
+        let data = resolve(body["properties"]["error"]["properties"]["data"]["$ref"].as_str().expect("error data"));
+        let code = data["properties"]["code"]["const"].as_str().expect("one code").to_owned();
+        assert!(description.contains(&format!("{status} `{code}`")), "the description names {status} {code}");
+        code_of_status.push((status.clone(), code));
+    }
+
+    // Real answers: the HTTP-level errors are exactly the non-200 statuses with their codes, and
+    // none is an envelope.
+    let mut answered: Vec<(String, String)> = Vec::new();
+    for (status, body, _) in http_level_errors().await {
+        assert!(body.get("method").is_none() && body.get("correlation").is_none(), "{status}: {body}");
+        let code = body["error"]["data"]["code"].as_str().expect("a code").to_owned();
+        answered.push((status.as_str().to_owned(), code));
+    }
+    answered.sort();
+    answered.dedup();
+    code_of_status.sort();
+    assert_eq!(answered, code_of_status, "the non-200 answers of /typedrequest");
+
+    // Refusals of every stage are 200 envelopes with `error`: an unknown method, a raw-text rule,
+    // a request that is not an object, a missing identity, a lenient `correlation` / `authInfo` /
+    // `response` that are not read.
+    let (app, _) = app_over(memory_store().await, fresh_keys(), Limits::default());
+    for (body, code) in [
+        (r#"{"method":"noSuchMethod","request":{}}"#, "unknown-method"),
+        (r#"{"method":"listClusters","request":{"a":1,"a":2}}"#, "request-invalid"),
+        (r#"{"method":"listClusters","request":{"a":1.5}}"#, "request-invalid"),
+        (r#"{"method":"listClusters","request":7}"#, "request-invalid"),
+        (r#"{"method":"listClusters","request":{}}"#, "identity-refused"),
+        (r#"{"method":"listClusters","request":{},"correlation":7,"authInfo":[],"response":{}}"#, "identity-refused"),
+    ] {
+        let answer = send(&app, "POST", "/typedrequest", body.as_bytes().to_vec()).await;
+        assert_eq!(answer.status, StatusCode::OK, "{body}");
+        let envelope = answer.json();
+        assert_eq!(envelope["error"]["data"]["code"], json!(code), "{body}: {envelope}");
+        assert_fits_named("TypedAnswerEnvelope", &envelope);
+    }
+    // What is not read is documented as not read: a request envelope with such members fits.
+    let lenient = json!({ "method": "listClusters", "request": { "identity": null }, "correlation": 7,
+                          "authInfo": [], "response": {} });
+    assert!(
+        violations(&schema_ref("listClustersRequestEnvelope"), &lenient)
+            .iter()
+            .all(|found| found.contains(".identity"))
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
