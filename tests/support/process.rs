@@ -63,11 +63,12 @@ pub fn start(data_dir: &Path, database_url: &str) -> Started {
 pub fn start_with(data_dir: &Path, database_url: &str, environment: &[(&str, &str)]) -> Started {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cloudly"))
         .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        // Debug lines too, so that tests searching the log for secrets search them all (a
+        // benchmark may set another `RUST_LOG` in `environment`).
+        .env("RUST_LOG", "debug")
         .envs(environment.iter().copied())
         .env("CLOUDLY_DATA_DIR", data_dir)
         .env("CLOUDLY_DATABASE_URL", database_url)
-        // Debug lines too, so that tests searching the log for secrets search them all.
-        .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -142,6 +143,11 @@ impl Serving {
     /// The log so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// A client of the process.

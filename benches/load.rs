@@ -1,0 +1,695 @@
+//! Load and scale report (a benchmark, not a timed test): one command, `cargo bench --bench load`,
+//! measures a real `cloudly serve` process on PostgreSQL and rewrites the section between the
+//! `load-report` markers of `docs/benchmarks.md`.
+//!
+//! * **Load**: throughput, p50/p99 latency and the server's peak RSS for `designateClusterIngress`
+//!   (a chain of accepted rotations per client, each on a cluster of its own),
+//!   `getClusterIngressDesignation`, `registerClusterIngress` (accepted, through one relay) and
+//!   `getRuntimeNetworkProjection` (a full fetch over a node session) at 1, 16 and 64 clients, next
+//!   to `pgbench -M prepared` on the same server in the same run: a single-statement
+//!   compare-and-swap (a guarded one-row update, autocommit) and a single-row select, at the same
+//!   client counts. The ratio is the operation's throughput over pgbench's.
+//! * **Clusters**: designate and get at [`SCALE_CLIENTS`] clients while the store holds 10, 1 000
+//!   and 10 000 clusters (the first 64 with two nodes and a service, the rest the cluster record).
+//! * **Nodes**: register, projection fetch and one designation at a time (the rotation re-issues
+//!   the cluster's assignments) in a cluster of 10 and of 1 000 nodes.
+//!
+//! The server and the bench share the machine; `uptime`'s load before the run is printed with the
+//! numbers. PostgreSQL: `CLOUDLY_TEST_PG_ADMIN_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); the bench creates its own database and drops it.
+//! `CLOUDLY_BENCH_SECONDS` sets the measured seconds per phase (default 4). Any refused or failed
+//! request fails the run.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use cloudly::client::Client;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::database::{Backend, TestDatabase, pg_admin_url};
+use support::ingress::{connect_relay_with_bearer_at, register, registration};
+use support::node_agent::NodeAgent;
+use support::process::{Scratch, start_with};
+
+type BenchResult<T> = Result<T, String>;
+
+/// Client counts of the load table.
+const CLIENT_COUNTS: [usize; 3] = [1, 16, 64];
+/// Clients of the scale tables.
+const SCALE_CLIENTS: usize = 8;
+/// Cluster counts of the clusters table.
+const CLUSTER_COUNTS: [usize; 3] = [10, 1_000, 10_000];
+/// Node counts of the nodes table.
+const NODE_COUNTS: [usize; 2] = [10, 1_000];
+/// Nodes of the wide cluster running an ingress replica (each with a connected node agent).
+const INGRESS_NODES: usize = 8;
+/// The wide cluster (registrations, projections, the nodes table).
+const WIDE: &str = "wide";
+/// Concurrent requests while seeding.
+const SEED_CONCURRENCY: usize = 16;
+const BEGIN_MARKER: &str = "<!-- load-report:begin -->";
+const END_MARKER: &str = "<!-- load-report:end -->";
+
+fn measured_seconds() -> u64 {
+    std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(4)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring.
+
+/// What one phase measured.
+#[derive(Clone, Debug)]
+struct Phase {
+    operations: usize,
+    seconds: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    peak_rss_mib: Option<f64>,
+}
+
+impl Phase {
+    fn per_second(&self) -> f64 {
+        self.operations as f64 / self.seconds
+    }
+}
+
+fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
+    if sorted_micros.is_empty() {
+        return 0.0;
+    }
+    let rank = ((percent / 100.0) * sorted_micros.len() as f64).ceil() as usize;
+    sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
+}
+
+/// One kind of operation, sent by `clients` concurrent clients; `operate(client, n)` performs the
+/// client's `n`-th operation and checks its answer.
+trait Operation: Send + Sync + 'static {
+    fn operate(&self, client: usize, number: u64) -> impl Future<Output = BenchResult<()>> + Send;
+}
+
+/// Runs `operation` with `clients` clients for a warm-up and the measured seconds.
+async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid: u32) -> BenchResult<Phase> {
+    let warm_up = Duration::from_millis(500);
+    let measured = Duration::from_secs(measured_seconds());
+    let start = Instant::now();
+    let measure_from = start + warm_up;
+    let stop_at = measure_from + measured;
+    reset_peak_rss(server_pid);
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let operation = operation.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut number = 0u64;
+            while Instant::now() < stop_at {
+                let sent = Instant::now();
+                operation.operate(client, number).await?;
+                number += 1;
+                if sent >= measure_from {
+                    latencies.push(sent.elapsed().as_micros() as u64);
+                }
+            }
+            Ok::<_, String>(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(|error| format!("a client panicked: {error}"))??);
+    }
+    let seconds = (Instant::now().min(stop_at + Duration::from_secs(60)) - measure_from).as_secs_f64();
+    latencies.sort_unstable();
+    Ok(Phase {
+        operations: latencies.len(),
+        seconds: seconds.max(measured.as_secs_f64()),
+        p50_ms: percentile_ms(&latencies, 50.0),
+        p99_ms: percentile_ms(&latencies, 99.0),
+        peak_rss_mib: peak_rss_mib(server_pid),
+    })
+}
+
+/// Resets the kernel's peak-RSS mark of `pid` (`clear_refs` value 5), so a phase reads its own peak.
+fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+/// `VmHWM` of `pid` in MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// pgbench on the same server.
+
+/// The pgbench table: one row per client (`:client_id`), as the designate clients each have a chain.
+const PGBENCH_TABLE: &str =
+    "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
+INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
+const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
+const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
+
+/// Runs `script` with pgbench `-M prepared` at `clients` clients against `database_url`.
+fn pgbench(database_url: &str, scratch: &Path, name: &str, script: &str, clients: usize) -> BenchResult<Phase> {
+    let dir = scratch.join(format!("pgbench-{name}-{clients}"));
+    std::fs::create_dir_all(&dir).map_err(|error| format!("pgbench dir: {error}"))?;
+    let script_path = dir.join("script.sql");
+    std::fs::write(&script_path, script).map_err(|error| format!("pgbench script: {error}"))?;
+    let output = Command::new("pgbench")
+        .current_dir(&dir)
+        .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
+        .args(["-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
+        .args(["-T", &measured_seconds().to_string(), "-f"])
+        .arg(&script_path)
+        .arg(database_url)
+        .output()
+        .map_err(|error| format!("pgbench cannot run (is it installed?): {error}"))?;
+    if !output.status.success() {
+        return Err(format!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let processed = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("number of transactions actually processed: "))
+        .and_then(|rest| rest.split(['/', ' ']).next()?.parse::<usize>().ok())
+        .ok_or_else(|| format!("pgbench printed no transaction count:\n{stdout}"))?;
+    // Per-transaction logs: `client transaction latency_us script epoch epoch_us`.
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|error| format!("pgbench logs: {error}"))? {
+        let path = entry.map_err(|error| format!("pgbench logs: {error}"))?.path();
+        if path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("tx")) {
+            let text = std::fs::read_to_string(&path).map_err(|error| format!("pgbench log: {error}"))?;
+            latencies.extend(text.lines().filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()));
+        }
+    }
+    latencies.sort_unstable();
+    Ok(Phase {
+        operations: processed,
+        seconds: measured_seconds() as f64,
+        p50_ms: percentile_ms(&latencies, 50.0),
+        p99_ms: percentile_ms(&latencies, 99.0),
+        peak_rss_mib: None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The world, built over the wire.
+
+struct Admin {
+    client: Client,
+    identity: Value,
+}
+
+impl Admin {
+    async fn call(&self, method: &str, mut request: Value) -> BenchResult<Value> {
+        request["identity"] = self.identity.clone();
+        self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
+    }
+}
+
+fn cluster_body(cluster: &str) -> Value {
+    json!({ "cluster": {
+        "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+        "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
+    }, "expectedRevision": null })
+}
+
+fn node_body(cluster: &str, node: &str, rotate: bool) -> Value {
+    json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
+            "rotateCredential": rotate })
+}
+
+fn ingress_spec(cluster: &str, nodes: &[String]) -> Value {
+    json!({ "spec": {
+        "clusterId": cluster, "serviceId": "ingress", "organizationId": "org",
+        "image": "registry.example/ingress:1.4.2", "replicas": nodes.len(),
+        "placement": { "nodeIds": nodes },
+        "ports": [{ "protocol": "tcp", "port": 443 }],
+        "environment": [{ "name": "LOG_LEVEL", "value": "info" }],
+        "volumes": [],
+    }, "expectedRevision": null })
+}
+
+fn plan_body(cluster: &str) -> Value {
+    json!({ "plan": {
+        "clusterId": cluster, "revision": 1,
+        "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
+        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
+        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
+        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
+        "platformEndpoints": [
+            { "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 },
+            { "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 },
+        ],
+    } })
+}
+
+/// Sends `requests` (method, request) with [`SEED_CONCURRENCY`] in flight.
+async fn seed_all(admin: &Arc<Admin>, requests: Vec<(&'static str, Value)>) -> BenchResult<()> {
+    let queue = Arc::new(std::sync::Mutex::new(requests.into_iter()));
+    let mut tasks = Vec::new();
+    for _ in 0..SEED_CONCURRENCY {
+        let (admin, queue) = (admin.clone(), queue.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let next = queue.lock().unwrap().next();
+                let Some((method, request)) = next else { return Ok::<_, String>(()) };
+                admin.call(method, request).await?;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|error| format!("a seeding task panicked: {error}"))??;
+    }
+    Ok(())
+}
+
+/// Clusters `c<from>`..`c<to - 1>`; `with_service` adds nodes `node-1`, `node-2` and a service
+/// `ingress` placed on them (the clusters the designate clients rotate), otherwise the cluster
+/// record alone.
+async fn seed_clusters(admin: &Arc<Admin>, from: usize, to: usize, with_service: bool) -> BenchResult<()> {
+    let clusters: Vec<String> = (from..to).map(|index| format!("c{index}")).collect();
+    seed_all(admin, clusters.iter().map(|cluster| ("putCluster", cluster_body(cluster))).collect()).await?;
+    if !with_service {
+        return Ok(());
+    }
+    let nodes = ["node-1".to_owned(), "node-2".to_owned()];
+    let puts = clusters.iter().flat_map(|cluster| nodes.iter().map(move |node| (cluster, node)));
+    seed_all(admin, puts.map(|(cluster, node)| ("putClusterNode", node_body(cluster, node, false))).collect()).await?;
+    seed_all(admin, clusters.iter().map(|cluster| ("putServiceRuntimeSpec", ingress_spec(cluster, &nodes))).collect())
+        .await
+}
+
+/// Nodes `node-<from>`..`node-<to - 1>` (1-based names) of the wide cluster.
+async fn seed_wide_nodes(admin: &Arc<Admin>, from: usize, to: usize) -> BenchResult<()> {
+    let puts = (from..to).map(|index| ("putClusterNode", node_body(WIDE, &format!("node-{index}"), false)));
+    seed_all(admin, puts.collect()).await
+}
+
+/// The wide cluster's running ingress: [`INGRESS_NODES`] node agents with sessions whose ingress
+/// assignment reported `ready`, a plan (so every node has a projection), and a connected relay.
+struct Wide {
+    agents: Vec<(NodeAgent, Value)>,
+    bearer: String,
+    relay_token: String,
+    designation: Value,
+}
+
+async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
+    admin.call("putCluster", cluster_body(WIDE)).await?;
+    seed_wide_nodes(admin, 1, NODE_COUNTS[0] + 1).await?;
+    let ingress_nodes: Vec<String> = (1..=INGRESS_NODES).map(|index| format!("node-{index}")).collect();
+    admin.call("putServiceRuntimeSpec", ingress_spec(WIDE, &ingress_nodes)).await?;
+    admin.call("putRuntimeNetworkAddressPlan", plan_body(WIDE)).await?;
+    let designation = admin
+        .call(
+            "designateClusterIngress",
+            json!({ "designation": {
+                "mutationId": "wide-1", "clusterId": WIDE, "ingressServiceId": "ingress",
+                "currentRuntime": { "id": WIDE, "phase": "pallet", "generation": 3 },
+                "expectedSpecRevision": 1, "expectedDesignation": null,
+            } }),
+        )
+        .await?["designation"]
+        .clone();
+    let mut agents = Vec::new();
+    let mut bearer = String::new();
+    for node in &ingress_nodes {
+        let node_bearer = admin.call("putClusterNode", node_body(WIDE, node, true)).await?["bearer"]
+            .as_str()
+            .ok_or("a rotated node credential answers its bearer")?
+            .to_owned();
+        let agent = NodeAgent::connect_to(base_url).await;
+        let session = agent.open(WIDE, node, &node_bearer).await;
+        let assignment = wait_for_ingress_assignment(&agent, &session, node).await?;
+        let reference =
+            json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
+        let values = agent
+            .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
+            .await
+            .map_err(|error| format!("resolveRuntimeSecretBindings: {}", error.text))?;
+        bearer = values["values"][0]["value"].as_str().ok_or("no ingress bearer resolved")?.to_owned();
+        agent
+            .call(
+                "reportRuntimeAssignmentState",
+                json!({ "session": session, "assignment": reference, "state": "ready" }),
+            )
+            .await
+            .map_err(|error| format!("reportRuntimeAssignmentState: {}", error.text))?;
+        agents.push((agent, session));
+    }
+    let relay_bearer =
+        admin.call("issueClusterRelayCredential", json!({ "clusterId": WIDE, "relayId": "relay-1" })).await?["bearer"]
+            .as_str()
+            .ok_or("a relay bearer")?
+            .to_owned();
+    let relay_token = connect_relay_with_bearer_at(&admin.client, WIDE, "relay-1", &relay_bearer).await;
+    Ok(Wide { agents, bearer, relay_token, designation })
+}
+
+/// The node's ingress assignment payload, once the controller issued it (up to 10 s).
+async fn wait_for_ingress_assignment(agent: &NodeAgent, session: &Value, node: &str) -> BenchResult<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = agent
+            .call("getRuntimeAssignments", json!({ "session": session }))
+            .await
+            .map_err(|error| format!("getRuntimeAssignments: {}", error.text))?;
+        let found = answer["assignments"].as_array().and_then(|list| {
+            list.iter().map(|signed| &signed["payload"]).find(|payload| payload["serviceId"] == "ingress").cloned()
+        });
+        match found {
+            Some(assignment) => return Ok(assignment),
+            None if Instant::now() > deadline => return Err(format!("{node} got no ingress assignment")),
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operations.
+
+/// Accepted rotations: client `i` keeps the chain of cluster `clusters[i]`.
+struct Designate {
+    admin: Arc<Admin>,
+    chains: Vec<tokio::sync::Mutex<(String, Value)>>,
+    run: String,
+}
+
+impl Designate {
+    async fn new(admin: &Arc<Admin>, clusters: Vec<String>, run: &str) -> BenchResult<Arc<Designate>> {
+        let mut chains = Vec::new();
+        for cluster in clusters {
+            let current = admin.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+            chains.push(tokio::sync::Mutex::new((cluster, reference(&current["designation"]))));
+        }
+        Ok(Arc::new(Designate { admin: admin.clone(), chains, run: run.to_owned() }))
+    }
+}
+
+fn reference(designation: &Value) -> Value {
+    if designation.is_null() {
+        return Value::Null;
+    }
+    json!({ "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"] })
+}
+
+impl Operation for Designate {
+    async fn operate(&self, client: usize, number: u64) -> BenchResult<()> {
+        let mut chain = self.chains[client % self.chains.len()].lock().await;
+        let (cluster, expected) = &*chain;
+        let answer = self
+            .admin
+            .call(
+                "designateClusterIngress",
+                json!({ "designation": {
+                    "mutationId": format!("{}-{client}-{number}", self.run), "clusterId": cluster,
+                    "ingressServiceId": "ingress",
+                    "currentRuntime": { "id": cluster, "phase": "pallet", "generation": 3 },
+                    "expectedSpecRevision": 1, "expectedDesignation": expected,
+                } }),
+            )
+            .await?;
+        if answer["replayed"] != json!(false) {
+            return Err(format!("designateClusterIngress: not a fresh acceptance: {answer}"));
+        }
+        chain.1 = reference(&answer["designation"]);
+        Ok(())
+    }
+}
+
+struct GetDesignation {
+    admin: Arc<Admin>,
+    clusters: Vec<String>,
+}
+
+impl Operation for GetDesignation {
+    async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
+        let cluster = &self.clusters[client % self.clusters.len()];
+        let answer = self.admin.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+        if answer["designation"]["clusterId"] != json!(cluster) {
+            return Err(format!("getClusterIngressDesignation answered another designation: {answer}"));
+        }
+        Ok(())
+    }
+}
+
+/// Accepted registrations of the wide cluster's ingress nodes, through the relay.
+struct Register {
+    client: Client,
+    bearer: String,
+    token: String,
+}
+
+impl Operation for Register {
+    async fn operate(&self, client: usize, number: u64) -> BenchResult<()> {
+        let node = format!("node-{}", 1 + (client + number as usize) % INGRESS_NODES);
+        let answer = register(&self.client, registration(&self.bearer, &node), Some(&self.token))
+            .await
+            .map_err(|error| format!("registerClusterIngress refused: {} {}", error.text, error.data))?;
+        if answer["accepted"] != json!(true) {
+            return Err(format!("registerClusterIngress: not accepted: {answer}"));
+        }
+        Ok(())
+    }
+}
+
+/// Full projection fetches (`known: null`) over the ingress nodes' sessions.
+struct FetchProjection {
+    wide: Arc<Wide>,
+}
+
+impl Operation for FetchProjection {
+    async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
+        let (agent, session) = &self.wide.agents[client % self.wide.agents.len()];
+        let answer = agent
+            .call("getRuntimeNetworkProjection", json!({ "session": session, "known": null }))
+            .await
+            .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
+        if answer["projection"]["payload"].is_null() {
+            return Err(format!("getRuntimeNetworkProjection answered no projection: {answer}"));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run and the report.
+
+struct Report {
+    load: Vec<(&'static str, usize, Phase, &'static str, Phase)>,
+    clusters: Vec<(usize, Phase, Phase)>,
+    nodes: Vec<(usize, Phase, Phase, Phase)>,
+}
+
+async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> {
+    let server =
+        start_with(&scratch.join("data"), &database.url, &[("RUST_LOG", "warn,cloudly::server=info")]).serving();
+    let pid = server.pid();
+    let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
+    admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    database_statements(&database.url, PGBENCH_TABLE).await?;
+
+    let load_clusters = |count: usize| (0..count).map(|index| format!("c{index}")).collect::<Vec<_>>();
+    seed_clusters(&admin, 0, CLUSTER_COUNTS[0], true).await?;
+    let wide = Arc::new(build_wide(&admin, &server.base_url).await?);
+    let mut report = Report { load: Vec::new(), clusters: Vec::new(), nodes: Vec::new() };
+    let designate_scale = Designate::new(&admin, load_clusters(SCALE_CLIENTS), "scale").await?;
+    let get_scale = Arc::new(GetDesignation { admin: admin.clone(), clusters: load_clusters(SCALE_CLIENTS) });
+
+    // Clusters: 10.
+    report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[0], pid).await?);
+    // The load table: 64 designating clusters, 1 000 in the store.
+    seed_clusters(&admin, CLUSTER_COUNTS[0], 64, true).await?;
+    seed_clusters(&admin, 64, CLUSTER_COUNTS[1], false).await?;
+    let designate = Designate::new(&admin, load_clusters(64), "load").await?;
+    let get = Arc::new(GetDesignation { admin: admin.clone(), clusters: load_clusters(64) });
+    let register_operation =
+        Arc::new(Register { client: server.client(), bearer: wide.bearer.clone(), token: wide.relay_token.clone() });
+    let fetch = Arc::new(FetchProjection { wide: wide.clone() });
+    for clients in CLIENT_COUNTS {
+        let cas = pgbench(&database.url, &scratch.0, "cas", PGBENCH_CAS, clients)?;
+        let select = pgbench(&database.url, &scratch.0, "select", PGBENCH_SELECT, clients)?;
+        report.load.push(("designate", clients, run_phase(&designate, clients, pid).await?, "cas", cas.clone()));
+        report.load.push(("get", clients, run_phase(&get, clients, pid).await?, "select", select.clone()));
+        report.load.push(("register", clients, run_phase(&register_operation, clients, pid).await?, "cas", cas));
+        report.load.push(("projection fetch", clients, run_phase(&fetch, clients, pid).await?, "select", select));
+    }
+    // Clusters: 1 000, then 10 000.
+    report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[1], pid).await?);
+    seed_clusters(&admin, CLUSTER_COUNTS[1], CLUSTER_COUNTS[2], false).await?;
+    report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[2], pid).await?);
+
+    // Nodes: the wide cluster at 10, then 1 000 nodes.
+    let designate_wide = Designate::new(&admin, vec![WIDE.to_owned()], "wide").await?;
+    let _ = &wide.designation;
+    for (index, &count) in NODE_COUNTS.iter().enumerate() {
+        if index > 0 {
+            seed_wide_nodes(&admin, NODE_COUNTS[index - 1] + 1, count + 1).await?;
+        }
+        report.nodes.push((
+            count,
+            run_phase(&register_operation, SCALE_CLIENTS, pid).await?,
+            run_phase(&fetch, SCALE_CLIENTS, pid).await?,
+            run_phase(&designate_wide, 1, pid).await?,
+        ));
+    }
+    drop(wide);
+    server.terminate();
+    Ok(report)
+}
+
+async fn clusters_row(
+    designate: &Arc<Designate>,
+    get: &Arc<GetDesignation>,
+    count: usize,
+    pid: u32,
+) -> BenchResult<(usize, Phase, Phase)> {
+    Ok((count, run_phase(designate, SCALE_CLIENTS, pid).await?, run_phase(get, SCALE_CLIENTS, pid).await?))
+}
+
+async fn database_statements(url: &str, statements: &'static str) -> BenchResult<()> {
+    use sqlx::{Connection as _, Executor as _};
+    let mut connection = sqlx::PgConnection::connect(url).await.map_err(|error| format!("connect: {error}"))?;
+    connection.execute(statements).await.map_err(|error| format!("pgbench table: {error}"))?;
+    connection.close().await.ok();
+    Ok(())
+}
+
+fn command_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn rss(phase: &Phase) -> String {
+    phase.peak_rss_mib.map_or_else(|| "–".to_owned(), |mib| format!("{mib:.1}"))
+}
+
+fn render(report: &Report, load_before: &str) -> String {
+    let mut text = String::new();
+    let commit = command_line("git", &["rev-parse", "--short", "HEAD"]);
+    let dirty = if command_line("git", &["status", "--porcelain"]).is_empty() { "" } else { " (uncommitted changes)" };
+    let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
+    text.push_str(&format!(
+        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench load` ({} s per phase; \
+         PostgreSQL {postgres} on this machine, {} CPUs; load average before the run: {load_before}). \
+         Ratio = the operation's throughput ÷ pgbench's at the same client count; RSS = the server's peak \
+         during the phase.\n\n",
+        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        measured_seconds(),
+        std::thread::available_parallelism().map_or(0, |cores| cores.get()),
+    ));
+    text.push_str(
+        "| operation | clients | ops/s | p50 ms | p99 ms | peak RSS MiB | pgbench | pgbench tps | pgbench p50 ms | pgbench p99 ms | ratio |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (name, clients, phase, raw_name, raw) in &report.load {
+        text.push_str(&format!(
+            "| {name} | {clients} | {:.0} | {:.2} | {:.2} | {} | {raw_name} | {:.0} | {:.2} | {:.2} | {:.3} |\n",
+            phase.per_second(),
+            phase.p50_ms,
+            phase.p99_ms,
+            rss(phase),
+            raw.per_second(),
+            raw.p50_ms,
+            raw.p99_ms,
+            phase.per_second() / raw.per_second(),
+        ));
+    }
+    text.push_str(&format!(
+        "\nClusters in the store ({SCALE_CLIENTS} clients, each rotating or reading its own cluster):\n\n\
+         | clusters | designate ops/s | designate p99 ms | get ops/s | get p99 ms | peak RSS MiB |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    ));
+    for (count, designate, get) in &report.clusters {
+        text.push_str(&format!(
+            "| {count} | {:.0} | {:.2} | {:.0} | {:.2} | {} |\n",
+            designate.per_second(),
+            designate.p99_ms,
+            get.per_second(),
+            get.p99_ms,
+            rss(get),
+        ));
+    }
+    text.push_str(&format!(
+        "\nNodes in one cluster (register and projection fetch at {SCALE_CLIENTS} clients over {INGRESS_NODES} \
+         ingress nodes; designate at 1 client, each rotation re-issuing the cluster's assignments):\n\n\
+         | nodes | register ops/s | register p99 ms | projection fetch ops/s | fetch p99 ms | designate ops/s | designate p99 ms |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    ));
+    for (count, register, fetch, designate) in &report.nodes {
+        text.push_str(&format!(
+            "| {count} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} |\n",
+            register.per_second(),
+            register.p99_ms,
+            fetch.per_second(),
+            fetch.p99_ms,
+            designate.per_second(),
+            designate.p99_ms,
+        ));
+    }
+    text
+}
+
+/// Replaces the text between the markers of `docs/benchmarks.md` (appending the section when the
+/// markers are missing).
+fn write_section(section: &str) -> BenchResult<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join("benchmarks.md");
+    let document = std::fs::read_to_string(&path).map_err(|error| format!("read {}: {error}", path.display()))?;
+    let block = format!("{BEGIN_MARKER}\n{section}{END_MARKER}");
+    let updated = match (document.find(BEGIN_MARKER), document.find(END_MARKER)) {
+        (Some(begin), Some(end)) if begin < end => {
+            format!("{}{block}{}", &document[..begin], &document[end + END_MARKER.len()..])
+        }
+        _ => format!("{}\n## Load and scale report (`benches/load.rs`)\n\n{block}\n", document.trim_end()),
+    };
+    std::fs::write(&path, updated).map_err(|error| format!("write {}: {error}", path.display()))?;
+    Ok(path)
+}
+
+fn main() -> ExitCode {
+    // `cargo test --all-targets` runs bench targets without `--bench`: the report is not a test.
+    if !std::env::args().any(|argument| argument == "--bench") {
+        println!("load report: run it with `cargo bench --bench load`");
+        return ExitCode::SUCCESS;
+    }
+    let load_before = std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let database = TestDatabase::create(Backend::Postgres).await;
+        let scratch = Scratch::new("cloudly-load");
+        let outcome = run(&database, &scratch).await;
+        database.drop_now().await;
+        match outcome.and_then(|report| {
+            let section = render(&report, &load_before);
+            println!("{section}");
+            write_section(&section)
+        }) {
+            Ok(path) => {
+                println!("wrote {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
