@@ -179,13 +179,22 @@ fn every_metric_the_code_records_is_in_the_table_with_its_kind() {
 }
 
 /// The JSON log lines of `serving` whose span's `request_id` is `id`.
-fn lines_of(serving: &Serving, id: &str) -> Vec<Value> {
-    serving
-        .log()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["span"]["request_id"] == id)
-        .collect()
+/// The log lines of request `id`. The log reaches the test through a reader thread, possibly
+/// after the answer: waits (up to 5 s) for the request's closing line, one with an `outcome`.
+async fn lines_of(serving: &Serving, id: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let lines: Vec<Value> = serving
+            .log()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["span"]["request_id"] == id)
+            .collect();
+        if lines.iter().any(|line| !line["outcome"].is_null()) || std::time::Instant::now() > deadline {
+            return lines;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -202,7 +211,7 @@ async fn every_log_line_of_a_request_carries_its_correlation_id_and_principal_an
     let answer =
         post(&serving, json!({ "method": "putOrganization", "request": request, "correlation": { "id": id } })).await;
     assert!(answer["response"].is_object(), "{answer}");
-    let lines = lines_of(&serving, &id);
+    let lines = lines_of(&serving, &id).await;
     assert!(lines.len() >= 2, "{}", serving.log());
     for line in &lines {
         assert_eq!(line["span"]["principal"], "admin:bootstrap-admin", "{line}");
@@ -218,13 +227,14 @@ async fn every_log_line_of_a_request_carries_its_correlation_id_and_principal_an
     let refused =
         json!({ "method": "putOrganization", "request": organization(), "correlation": { "id": refused_id } });
     assert!(post(&serving, refused).await["error"].is_object());
-    let lines = lines_of(&serving, &refused_id);
+    let lines = lines_of(&serving, &refused_id).await;
     assert!(!lines.is_empty() && lines.iter().all(|line| line["span"]["principal"] == "-"), "{lines:?}");
     assert!(!lines.iter().any(|line| line["message"] == "record written"));
 
     // On a node's socket: the node is the principal.
     serving.call_as_admin("putCluster", cluster()).await.unwrap();
     let bearer = serving.call_as_admin("putClusterNode", node()).await.unwrap()["bearer"].as_str().unwrap().to_owned();
+    assert!(serving.log_shows("node.id=node-1", std::time::Duration::from_secs(5)).await, "{}", serving.log());
     let writes: Vec<Value> = serving
         .log()
         .lines()
@@ -242,7 +252,7 @@ async fn every_log_line_of_a_request_carries_its_correlation_id_and_principal_an
                            "correlation": { "id": socket_id, "phase": "request" } });
     let answer = agent.raw_envelope(&socket_id, envelope.to_string()).await;
     assert!(answer["response"]["assignments"].is_array(), "{answer}");
-    let lines = lines_of(&serving, &socket_id);
+    let lines = lines_of(&serving, &socket_id).await;
     assert!(lines.iter().any(|line| line["message"] == "socket request"), "{}", serving.log());
     for line in &lines {
         assert_eq!(line["span"]["principal"], "node:c1/node-1", "{line}");
