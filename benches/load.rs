@@ -10,7 +10,7 @@
 //!   compare-and-swap (a guarded one-row update, autocommit) and a single-row select, at the same
 //!   client counts. The ratio is the operation's throughput over pgbench's.
 //! * **Clusters**: designate and get at [`SCALE_CLIENTS`] clients while the store holds 10, 1 000
-//!   and 10 000 clusters (the first 64 with two nodes and a service, the rest the cluster record).
+//!   and 10 000 clusters (the first 72 with two nodes and a service, the rest the cluster record).
 //! * **Nodes**: register, projection fetch and one designation at a time (the rotation re-issues
 //!   the cluster's assignments) in a cluster of 10 and of 1 000 nodes.
 //!
@@ -378,6 +378,8 @@ struct Designate {
     admin: Arc<Admin>,
     chains: Vec<tokio::sync::Mutex<(String, Value)>>,
     run: String,
+    /// Mutation ids are unique across the phases that reuse this operation.
+    sequence: std::sync::atomic::AtomicU64,
 }
 
 impl Designate {
@@ -387,7 +389,7 @@ impl Designate {
             let current = admin.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
             chains.push(tokio::sync::Mutex::new((cluster, reference(&current["designation"]))));
         }
-        Ok(Arc::new(Designate { admin: admin.clone(), chains, run: run.to_owned() }))
+        Ok(Arc::new(Designate { admin: admin.clone(), chains, run: run.to_owned(), sequence: Default::default() }))
     }
 }
 
@@ -399,8 +401,9 @@ fn reference(designation: &Value) -> Value {
 }
 
 impl Operation for Designate {
-    async fn operate(&self, client: usize, number: u64) -> BenchResult<()> {
+    async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
         let mut chain = self.chains[client % self.chains.len()].lock().await;
+        let number = self.sequence.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (cluster, expected) = &*chain;
         let answer = self
             .admin
@@ -487,27 +490,37 @@ struct Report {
 }
 
 async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> {
-    let server =
-        start_with(&scratch.join("data"), &database.url, &[("RUST_LOG", "warn,cloudly::server=info")]).serving();
+    let server = start_with(
+        &scratch.join("data"),
+        &database.url,
+        &[
+            ("RUST_LOG", "warn,cloudly::server=info"),
+            // The relay connects once and then only registers: its lease outlasts the run.
+            ("CLOUDLY_RELAY_LEASE_MS", "86400000"),
+        ],
+    )
+    .serving();
     let pid = server.pid();
     let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
     admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
     database_statements(&database.url, PGBENCH_TABLE).await?;
 
-    let load_clusters = |count: usize| (0..count).map(|index| format!("c{index}")).collect::<Vec<_>>();
+    let scale_clusters = || (0..SCALE_CLIENTS).map(|index| format!("c{index}")).collect::<Vec<_>>();
     seed_clusters(&admin, 0, CLUSTER_COUNTS[0], true).await?;
     let wide = Arc::new(build_wide(&admin, &server.base_url).await?);
     let mut report = Report { load: Vec::new(), clusters: Vec::new(), nodes: Vec::new() };
-    let designate_scale = Designate::new(&admin, load_clusters(SCALE_CLIENTS), "scale").await?;
-    let get_scale = Arc::new(GetDesignation { admin: admin.clone(), clusters: load_clusters(SCALE_CLIENTS) });
+    let designate_scale = Designate::new(&admin, scale_clusters(), "scale").await?;
+    let get_scale = Arc::new(GetDesignation { admin: admin.clone(), clusters: scale_clusters() });
 
     // Clusters: 10.
     report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[0], pid).await?);
-    // The load table: 64 designating clusters, 1 000 in the store.
-    seed_clusters(&admin, CLUSTER_COUNTS[0], 64, true).await?;
-    seed_clusters(&admin, 64, CLUSTER_COUNTS[1], false).await?;
-    let designate = Designate::new(&admin, load_clusters(64), "load").await?;
-    let get = Arc::new(GetDesignation { admin: admin.clone(), clusters: load_clusters(64) });
+    // The load table: 64 designating clusters of their own (`c8`..`c71`; the scale clients keep
+    // `c0`..`c7`), 1 000 in the store.
+    seed_clusters(&admin, CLUSTER_COUNTS[0], SCALE_CLIENTS + 64, true).await?;
+    seed_clusters(&admin, SCALE_CLIENTS + 64, CLUSTER_COUNTS[1], false).await?;
+    let load_clusters = || (SCALE_CLIENTS..SCALE_CLIENTS + 64).map(|index| format!("c{index}")).collect::<Vec<_>>();
+    let designate = Designate::new(&admin, load_clusters(), "load").await?;
+    let get = Arc::new(GetDesignation { admin: admin.clone(), clusters: load_clusters() });
     let register_operation =
         Arc::new(Register { client: server.client(), bearer: wide.bearer.clone(), token: wide.relay_token.clone() });
     let fetch = Arc::new(FetchProjection { wide: wide.clone() });
