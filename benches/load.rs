@@ -48,6 +48,8 @@ const NODE_COUNTS: [usize; 2] = [10, 1_000];
 const INGRESS_NODES: usize = 8;
 /// The wide cluster (registrations, projections, the nodes table).
 const WIDE: &str = "wide";
+/// The cluster of the nodes table's designations (as many nodes as `wide`).
+const DEEP: &str = "deep";
 /// Concurrent requests while seeding.
 const SEED_CONCURRENCY: usize = 16;
 const BEGIN_MARKER: &str = "<!-- load-report:begin -->";
@@ -284,9 +286,9 @@ async fn seed_clusters(admin: &Arc<Admin>, from: usize, to: usize, with_service:
         .await
 }
 
-/// Nodes `node-<from>`..`node-<to - 1>` (1-based names) of the wide cluster.
-async fn seed_wide_nodes(admin: &Arc<Admin>, from: usize, to: usize) -> BenchResult<()> {
-    let puts = (from..to).map(|index| ("putClusterNode", node_body(WIDE, &format!("node-{index}"), false)));
+/// Nodes `node-<from>`..`node-<to - 1>` (1-based names) of `cluster`.
+async fn seed_nodes(admin: &Arc<Admin>, cluster: &str, from: usize, to: usize) -> BenchResult<()> {
+    let puts = (from..to).map(|index| ("putClusterNode", node_body(cluster, &format!("node-{index}"), false)));
     seed_all(admin, puts.collect()).await
 }
 
@@ -301,7 +303,7 @@ struct Wide {
 
 async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
     admin.call("putCluster", cluster_body(WIDE)).await?;
-    seed_wide_nodes(admin, 1, NODE_COUNTS[0] + 1).await?;
+    seed_nodes(admin, WIDE, 1, NODE_COUNTS[0] + 1).await?;
     let ingress_nodes: Vec<String> = (1..=INGRESS_NODES).map(|index| format!("node-{index}")).collect();
     admin.call("putServiceRuntimeSpec", ingress_spec(WIDE, &ingress_nodes)).await?;
     admin.call("putRuntimeNetworkAddressPlan", plan_body(WIDE)).await?;
@@ -538,11 +540,17 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[2], pid).await?);
 
     // Nodes: the wide cluster at 10, then 1 000 nodes.
-    let designate_wide = Designate::new(&admin, vec![WIDE.to_owned()], "wide").await?;
+    // Designations rotate the ingress bearer: they run on a cluster of their own (`deep`, the
+    // same node counts, the ingress on two nodes), so the wide ingress keeps registering.
+    admin.call("putCluster", cluster_body(DEEP)).await?;
+    seed_nodes(&admin, DEEP, 1, NODE_COUNTS[0] + 1).await?;
+    admin.call("putServiceRuntimeSpec", ingress_spec(DEEP, &["node-1".to_owned(), "node-2".to_owned()])).await?;
+    let designate_wide = Designate::new(&admin, vec![DEEP.to_owned()], "deep").await?;
     let _ = &wide.designation;
     for (index, &count) in NODE_COUNTS.iter().enumerate() {
         if index > 0 {
-            seed_wide_nodes(&admin, NODE_COUNTS[index - 1] + 1, count + 1).await?;
+            seed_nodes(&admin, WIDE, NODE_COUNTS[index - 1] + 1, count + 1).await?;
+            seed_nodes(&admin, DEEP, NODE_COUNTS[index - 1] + 1, count + 1).await?;
         }
         report.nodes.push((
             count,
@@ -635,7 +643,7 @@ fn render(report: &Report, load_before: &str) -> String {
     }
     text.push_str(&format!(
         "\nNodes in one cluster (register and projection fetch at {SCALE_CLIENTS} clients over {INGRESS_NODES} \
-         ingress nodes; designate at 1 client, each rotation re-issuing the cluster's assignments):\n\n\
+         ingress nodes of `wide`; designate at 1 client on cluster `deep` with the same node count, each rotation re-issuing its assignments):\n\n\
          | nodes | register ops/s | register p99 ms | projection fetch ops/s | fetch p99 ms | designate ops/s | designate p99 ms |\n\
          | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     ));
