@@ -20,12 +20,14 @@
 //! `CLOUDLY_BENCH_SECONDS` sets the measured seconds per phase (default 4). Any refused or failed
 //! request fails the run.
 
+#[path = "support/report.rs"]
+mod report;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use cloudly::client::Client;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,8 +54,6 @@ const WIDE: &str = "wide";
 const DEEP: &str = "deep";
 /// Concurrent requests while seeding.
 const SEED_CONCURRENCY: usize = 16;
-const BEGIN_MARKER: &str = "<!-- load-report:begin -->";
-const END_MARKER: &str = "<!-- load-report:end -->";
 
 fn measured_seconds() -> u64 {
     std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(4)
@@ -661,56 +661,17 @@ fn render(report: &Report, load_before: &str) -> String {
     text
 }
 
-/// Replaces the text between the markers of `docs/benchmarks.md` (appending the section when the
-/// markers are missing).
-fn write_section(section: &str) -> BenchResult<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join("benchmarks.md");
-    let document = std::fs::read_to_string(&path).map_err(|error| format!("read {}: {error}", path.display()))?;
-    let block = format!("{BEGIN_MARKER}\n{section}{END_MARKER}");
-    let updated = match (document.find(BEGIN_MARKER), document.find(END_MARKER)) {
-        (Some(begin), Some(end)) if begin < end => {
-            format!("{}{block}{}", &document[..begin], &document[end + END_MARKER.len()..])
-        }
-        _ => format!("{}\n## Load and scale report (`benches/load.rs`)\n\n{block}\n", document.trim_end()),
-    };
-    std::fs::write(&path, updated).map_err(|error| format!("write {}: {error}", path.display()))?;
-    Ok(path)
-}
-
 fn main() -> ExitCode {
-    // `cargo test --all-targets` runs bench targets without `--bench`: the report is not a test.
-    if !std::env::args().any(|argument| argument == "--bench") {
-        println!("load report: run it with `cargo bench --bench load`");
-        return ExitCode::SUCCESS;
-    }
-    let load_before = std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".to_owned());
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async {
-        let database = TestDatabase::create(Backend::Postgres).await;
-        let scratch = Scratch::new("cloudly-load");
-        let outcome = run(&database, &scratch).await;
-        database.drop_now().await;
-        match outcome.and_then(|report| {
-            let section = render(&report, &load_before);
-            println!("{section}");
-            write_section(&section)
-        }) {
-            Ok(path) => {
-                println!("wrote {}", path.display());
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("error: {error}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    report::run_report(
+        "load",
+        "load-report",
+        "## Load and scale report (`benches/load.rs`)",
+        |load_before| async move {
+            let database = TestDatabase::create(Backend::Postgres).await;
+            let scratch = Scratch::new("cloudly-load");
+            let outcome = run(&database, &scratch).await;
+            database.drop_now().await;
+            Ok(render(&outcome?, &load_before))
+        },
+    )
 }

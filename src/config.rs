@@ -124,6 +124,10 @@ pub struct ServeConfig {
     /// `cloudly keys rotate` on SQLite, or a missed PostgreSQL notification), in ms.
     #[arg(long, env = "CLOUDLY_SIGNING_KEY_CHECK_MS", default_value_t = 10_000)]
     pub signing_key_check_ms: u64,
+    /// How often this process issues every cluster's network projections without being told, in
+    /// ms: the bound on how long a failed or interrupted issue stays unrepaired.
+    #[arg(long, env = "CLOUDLY_PROJECTION_SWEEP_MS", default_value_t = 60_000)]
+    pub projection_sweep_ms: u64,
     /// Overrides of the `retryAfterMs` of `registerClusterIngress` refusals, as `reason=ms` pairs
     /// separated by commas (`not-ready=10000,conflict=2000`), each from 1000 to 300000; reasons
     /// not named keep the spec's defaults.
@@ -186,6 +190,10 @@ impl ServeConfig {
             (100..=3_600_000).contains(&self.signing_key_check_ms),
             "--signing-key-check-ms must be from 100 to 3600000"
         );
+        anyhow::ensure!(
+            (1_000..=3_600_000).contains(&self.projection_sweep_ms),
+            "--projection-sweep-ms must be from 1000 to 3600000"
+        );
         let registration_retry_after =
             crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
@@ -212,6 +220,7 @@ impl ServeConfig {
             registration_retry_after,
             assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
             signing_key_check_ms: self.signing_key_check_ms,
+            projection_sweep_ms: self.projection_sweep_ms,
             retention,
             ..crate::domain::ControllerSettings::default()
         })
@@ -243,6 +252,7 @@ impl ServeConfig {
             "relayLeaseMs": self.relay_lease_ms,
             "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,
             "signingKeyCheckMs": self.signing_key_check_ms,
+            "projectionSweepMs": self.projection_sweep_ms,
             "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
             "keys": self.store.keys_dir().display().to_string(),

@@ -141,6 +141,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     let app = api::router(state.clone());
     // Subscribed before the first request, so no signal of this server's own writes is lost.
     let signals = controller.spawn_signal_follower();
+    let sweeps = tokio::spawn(run_projection_sweeps(controller.clone()));
     let task = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -152,6 +153,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
         // The background assignment reconciles of the last requests finish too.
         controller.all_assignments_settled().await;
         signals.abort();
+        sweeps.abort();
         served
     });
     Ok(RunningServer { address, state, stop, task })
@@ -212,6 +214,18 @@ async fn run_retention(controller: Arc<Controller>) {
         if let Err(error) = controller.prune_retained().await {
             tracing::warn!(%error, "retention run failed");
         }
+    }
+}
+
+/// Issues every cluster's network projections every `settings.projection_sweep_ms`, the first
+/// sweep one interval after the start (`Controller::sweep_projections`).
+async fn run_projection_sweeps(controller: Arc<Controller>) {
+    let interval = Duration::from_millis(controller.settings.projection_sweep_ms.max(1_000));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        controller.sweep_projections().await;
     }
 }
 

@@ -10,6 +10,7 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::Limits;
 use cloudly::contract::network::projection::{
     ProjectionController, ProtectedAuthorityReference, RuntimeNetworkProjection, admit_runtime_network_projection,
     compute_runtime_network_projection_digest, validate_runtime_network_projection,
@@ -19,6 +20,7 @@ use cloudly::contract::network::{LeaseIpv4, RuntimeNetworkLease};
 use cloudly::contract::session::{ControllerKind, ControllerReference};
 use cloudly::contract::signing::{PublishedKey, SignatureError, decode_public_key, sign, signed_to_value, verify};
 use cloudly::contract::{AuthorityReference, Id, Ipv4, Ipv4Prefix, NodeId, Protocol, Sha256Digest};
+use cloudly::domain::ControllerSettings;
 use cloudly::domain::projections::{NodeInputs, next_projection};
 use cloudly::store::projections::StoredProjection;
 use serde_json::{Value, json};
@@ -183,7 +185,12 @@ fn leases_by_service(projections: &[&Value]) -> BTreeMap<String, Vec<(String, St
 /// both nodes with ports 443 and 8080; service `ingress` on `node-1`, designated; the seed's plan;
 /// routes to `web` on both ports.
 async fn world(backend: Backend) -> TestService {
-    let service = TestService::start(backend).await;
+    world_with(backend, ControllerSettings::default()).await
+}
+
+/// [`world`] served with `settings`.
+async fn world_with(backend: Backend, settings: ControllerSettings) -> TestService {
+    let service = TestService::start_with_settings(backend, Limits::default(), settings).await;
     service.seed_cluster("c1", "web").await;
     let node = json!({ "id": "node-1", "runtimeNamespace": "ns-main", "hostAddresses": ["192.0.2.17"] });
     service.admin_call("putClusterNode", json!({ "clusterId": "c1", "node": node, "rotateCredential": false })).await;
@@ -367,6 +374,45 @@ on_both_stores!(a_node_agent_follows_the_cluster_and_admits_every_projection, |b
     assert_eq!(for_node["projection"]["payload"], bare);
     assert_eq!(Some(&for_node["applied"]), two.applied.as_ref(), "the generation node-2 reported applying");
     assert!(one.generations >= 5 && two.generations >= 5, "{} {}", one.generations, two.generations);
+    service.stop().await;
+});
+
+/// A route deleted through the store alone: the write of a process stopped before its issue ran.
+async fn delete_route_without_issuing(service: &TestService, hostname: &str) {
+    service.store.delete_ingress_route(&Id::parse("c1").unwrap(), hostname).await.expect("the route is deleted");
+}
+
+on_both_stores!(reads_answer_the_stored_head_and_the_sweep_repairs_a_missed_issue, |backend| async move {
+    let service = world(backend).await;
+    let mut one = Follower::connect(&service, "node-1").await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    service.controller().all_assignments_settled().await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+
+    // A read answers the stored head: it does not issue what a write left unissued.
+    delete_route_without_issuing(&service, "b.example.com").await;
+    assert!(one.fetch().await.is_none(), "the node's known head is still current");
+    let for_node = service
+        .admin_call("getRuntimeNetworkProjectionForNode", json!({ "clusterId": "c1", "nodeId": "node-1" }))
+        .await;
+    assert_eq!(grant_ids(&for_node["projection"]["payload"]).len(), 4);
+
+    // The sweep issues every cluster: the route's grants are withdrawn.
+    service.controller().sweep_projections().await;
+    let repaired = fetch_new(&mut one).await;
+    assert_eq!(grant_ids(&repaired).len(), 2, "only port 443 is granted");
+    assert_eq!(repaired["workloadIngress"]["withdrawals"].as_array().unwrap().len(), 2);
+    service.stop().await;
+});
+
+on_both_stores!(the_server_sweeps_projections_every_interval, |backend| async move {
+    let settings = ControllerSettings { projection_sweep_ms: 1_000, ..ControllerSettings::default() };
+    let service = world_with(backend, settings).await;
+    let mut one = Follower::connect(&service, "node-1").await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    delete_route_without_issuing(&service, "b.example.com").await;
+    // `fetch_until` gives up after about 4 s: several sweeps of 1 s.
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 2).await;
     service.stop().await;
 });
 

@@ -174,6 +174,9 @@ pub struct ControllerSettings {
     pub storage_claim_sweep_ms: u64,
     /// How often this process checks the store's signing key in use without a signal (`signing`).
     pub signing_key_check_ms: u64,
+    /// How often the server issues every cluster's projections without being told
+    /// ([`Controller::sweep_projections`]).
+    pub projection_sweep_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -191,6 +194,7 @@ impl Default for ControllerSettings {
             storage_claim_push_concurrency: 64,
             storage_claim_sweep_ms: 30_000,
             signing_key_check_ms: 10_000,
+            projection_sweep_ms: 60_000,
         }
     }
 }

@@ -37,10 +37,12 @@
 //!
 //! **Triggers.** Every change that can move a projection calls the issuer: assignment reconciles
 //! (specs, deletes, nodes and their addresses, plans, designations — each reconciles first, and
-//! leases follow assignments), route writes, application reports, and every node or
-//! administrator read. Nodes whose projection changed get `pushRuntimeChanged { kinds:
-//! ["projection"] }` when their socket is in this process; a node that misses it converges on its
-//! next `getRuntimeNetworkProjection`.
+//! leases follow assignments), route writes and application reports. Reads answer the stored
+//! head; they issue first only for a node without a projection or a cluster whose last issue
+//! here failed. The server's sweep ([`Controller::sweep_projections`]) issues every cluster, which
+//! repairs an issue that failed or never ran (a process stopped between its write and its issue).
+//! Nodes whose projection changed get `pushRuntimeChanged { kinds: ["projection"] }` wherever
+//! their socket is; a node that misses it converges on its next `getRuntimeNetworkProjection`.
 
 use super::relays::RouteTableWatch;
 use super::signals::notify_nodes_changed;
@@ -65,7 +67,7 @@ use crate::store::relays::RouteBackend;
 use crate::store::{ChangeKind, MissingKind, SharedStore};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The `kinds` of `pushRuntimeChanged` that a changed projection sends.
 pub const PROJECTION_KIND: &str = "projection";
@@ -370,6 +372,9 @@ pub struct ProjectionIssuer {
     signing: Arc<SigningKeys>,
     controller: ControllerReference,
     route_tables: Arc<RouteTableWatch>,
+    /// The clusters whose last issue in this process failed: a read issues them again before it
+    /// answers, and the sweep retries them.
+    owed: Mutex<BTreeSet<Id>>,
 }
 
 impl ProjectionIssuer {
@@ -382,7 +387,7 @@ impl ProjectionIssuer {
         controller: ControllerReference,
         route_tables: Arc<RouteTableWatch>,
     ) -> Self {
-        ProjectionIssuer { store, clock, signing, controller, route_tables }
+        ProjectionIssuer { store, clock, signing, controller, route_tables, owed: Mutex::default() }
     }
 
     /// Issues every affected node's next generation and judges the route backends again; tells
@@ -454,18 +459,51 @@ impl ProjectionIssuer {
         Ok(nodes)
     }
 
-    /// Issues, best effort: a failure is logged, and the next trigger or node read repairs it.
+    /// Issues, best effort: a failure is logged and the cluster is owed an issue (the next read
+    /// of one of its projections or the next sweep repairs it).
     pub async fn issue_logged(&self, cluster_id: &Id) {
         match self.issue(cluster_id).await {
-            Ok(nodes) if nodes.is_empty() => {
-                metrics::counter!("cloudly_projections_issued_total", "outcome" => "unchanged").increment(1)
+            Ok(nodes) => {
+                self.lock_owed().remove(cluster_id);
+                let outcome = if nodes.is_empty() { "unchanged" } else { "issued" };
+                metrics::counter!("cloudly_projections_issued_total", "outcome" => outcome).increment(1);
             }
-            Ok(_) => metrics::counter!("cloudly_projections_issued_total", "outcome" => "issued").increment(1),
             Err(error) => {
+                self.lock_owed().insert(cluster_id.clone());
                 metrics::counter!("cloudly_projections_issued_total", "outcome" => "failed").increment(1);
                 tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
             }
         }
+    }
+
+    fn lock_owed(&self) -> std::sync::MutexGuard<'_, BTreeSet<Id>> {
+        self.owed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether the last issue of the cluster in this process failed.
+    fn is_owed(&self, cluster_id: &Id) -> bool {
+        self.lock_owed().contains(cluster_id)
+    }
+
+    /// The node's current projection, read from its head. The issuer runs first only when the
+    /// node has none yet or the cluster is owed an issue; otherwise every change has issued
+    /// already, and a read costs one statement however large the cluster is.
+    async fn current(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, DomainError> {
+        if !self.is_owed(cluster_id) {
+            if let Some(stored) = self.store.node_projection(cluster_id, node_id).await? {
+                return Ok(Some(stored));
+            }
+        }
+        self.issue_logged(cluster_id).await;
+        Ok(self.store.node_projection(cluster_id, node_id).await?)
+    }
+
+    /// Issues every cluster of the store, best effort (the sweep, [`Controller::sweep_projections`]).
+    async fn sweep(&self) -> Result<(), DomainError> {
+        for cluster in self.store.list_clusters().await? {
+            self.issue_logged(&cluster.cluster.id).await;
+        }
+        Ok(())
     }
 }
 
@@ -476,6 +514,15 @@ impl Controller {
         self.projections.issue_logged(cluster_id).await;
     }
 
+    /// Issues every cluster's projections, best effort: repairs an issue that failed, or that a
+    /// controller process stopped before running after its write. The server runs it every
+    /// `projection_sweep_ms`.
+    pub async fn sweep_projections(&self) {
+        if let Err(error) = self.projections.sweep().await {
+            tracing::warn!(%error, "runtime network projection sweep failed");
+        }
+    }
+
     /// `getRuntimeNetworkProjection` (node): `{ session, known }` → the node's current
     /// projection, `None` when `known` is exactly its reference (or none was issued).
     pub async fn get_runtime_network_projection(
@@ -483,8 +530,7 @@ impl Controller {
         session: &RuntimeSessionReference,
         known: Option<&AuthorityReference>,
     ) -> Result<Option<Signed<RuntimeNetworkProjection>>, DomainError> {
-        self.projections.issue_logged(&session.cluster_id).await;
-        let current = self.store.node_projection(&session.cluster_id, &session.node_id).await?;
+        let current = self.projections.current(&session.cluster_id, &session.node_id).await?;
         Ok(current.map(|stored| stored.signed).filter(|signed| known != Some(&signed.payload.reference())))
     }
 
@@ -516,8 +562,7 @@ impl Controller {
         let NodeProjectionRequest { cluster_id, node_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
-        self.projections.issue_logged(&cluster_id).await;
-        let current = self.store.node_projection(&cluster_id, &node_id).await?;
+        let current = self.projections.current(&cluster_id, &node_id).await?;
         Ok(NodeProjection {
             applied: current.as_ref().and_then(|stored| stored.applied.clone()),
             projection: current.map(|stored| stored.signed),

@@ -17,7 +17,7 @@ use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_cluster};
 use super::network::{StoredNetworkPlan, current_plan, live_leases_on};
 use super::relays::{IngressRoute, RouteBackend, route_backends, table_routes};
-use super::sql::{HoldsConnection, Statement, Transaction};
+use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
 use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
@@ -26,6 +26,10 @@ use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
+
+/// The most rows one batched insert writes (4 placeholders each, well under either backend's
+/// limit on bound parameters).
+const ROWS_PER_STATEMENT: usize = 1_024;
 
 /// The head of one node's projection chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,18 +283,17 @@ async fn write_issued(
         .text(node_id)
         .execute(transaction)
         .await?;
-    for (lease_id, protocol, port) in &issued.granted {
-        Statement::new(
-            "INSERT INTO runtime_network_projection_grants (cluster_id, node_id, lease_id, protocol, port) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .text(cluster_id.as_str())
-        .text(node_id)
-        .text(lease_id.as_str())
-        .text(protocol.as_str())
-        .integer(i64::from(*port))
-        .execute(transaction)
-        .await?;
+    let granted: Vec<&GrantedDestination> = issued.granted.iter().collect();
+    for batch in granted.chunks(ROWS_PER_STATEMENT) {
+        let mut insert = Statement::composed(format!(
+            "INSERT INTO runtime_network_projection_grants (cluster_id, node_id, lease_id, protocol, port) VALUES {}",
+            placeholder_rows(batch.len(), 4, "$1, ", "")
+        ))
+        .text(cluster_id.as_str());
+        for (lease_id, protocol, port) in batch {
+            insert = insert.text(node_id).text(lease_id.as_str()).text(protocol.as_str()).integer(i64::from(*port));
+        }
+        insert.execute(transaction).await?;
     }
     Ok(())
 }
@@ -345,19 +348,21 @@ impl LockedProjections for SqlLockedProjections {
             .text(self.cluster_id.as_str())
             .execute(&mut self.transaction)
             .await?;
-        for backend in backends {
-            let address = backend.address.to_string();
-            Statement::new(
-                "INSERT INTO ingress_route_backends (cluster_id, hostname, lease_id, address, port) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .text(self.cluster_id.as_str())
-            .text(&backend.hostname)
-            .text(backend.lease_id.as_str())
-            .text(&address)
-            .integer(i64::from(backend.port))
-            .execute(&mut self.transaction)
-            .await?;
+        for batch in backends.chunks(ROWS_PER_STATEMENT) {
+            let addresses: Vec<String> = batch.iter().map(|backend| backend.address.to_string()).collect();
+            let mut insert = Statement::composed(format!(
+                "INSERT INTO ingress_route_backends (cluster_id, hostname, lease_id, address, port) VALUES {}",
+                placeholder_rows(batch.len(), 4, "$1, ", "")
+            ))
+            .text(self.cluster_id.as_str());
+            for (backend, address) in batch.iter().zip(&addresses) {
+                insert = insert
+                    .text(&backend.hostname)
+                    .text(backend.lease_id.as_str())
+                    .text(address)
+                    .integer(i64::from(backend.port));
+            }
+            insert.execute(&mut self.transaction).await?;
         }
         super::relays::bump_revision(&mut self.transaction, &self.cluster_id).await?;
         Ok(())

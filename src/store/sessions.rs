@@ -23,7 +23,7 @@ use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::network::{LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Statement, Transaction};
+use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
@@ -381,19 +381,6 @@ fn check_assignment_changes(
 
 /// The most new generations one statement of [`apply_changes`] writes.
 const ISSUES_PER_STATEMENT: usize = 64;
-
-/// `rows` rows of `columns` placeholders each, numbered from `$2` on (`$1` is the cluster id),
-/// each row opened by `lead` and closed by `tail`: `(lead$2, $3tail), (lead$4, $5tail)`.
-fn placeholder_rows(rows: usize, columns: usize, lead: &str, tail: &str) -> String {
-    (0..rows)
-        .map(|row| {
-            let placeholders: Vec<String> =
-                (0..columns).map(|column| format!("${}", 2 + row * columns + column)).collect();
-            format!("({lead}{}{tail})", placeholders.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 /// Writes checked changes with guarded statements; false when a guard found another state. New
 /// generations are written a batch at a time: their records in one statement, the heads of new

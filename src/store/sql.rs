@@ -375,6 +375,19 @@ fn written_operation_label(sql: &'static str) -> &'static str {
     label
 }
 
+/// `rows` rows of `columns` placeholders each, numbered from `$2` on (`$1` is the cluster id),
+/// each row opened by `lead` and closed by `tail`: `(lead$2, $3tail), (lead$4, $5tail)`.
+pub(crate) fn placeholder_rows(rows: usize, columns: usize, lead: &str, tail: &str) -> String {
+    (0..rows)
+        .map(|row| {
+            let placeholders: Vec<String> =
+                (0..columns).map(|column| format!("${}", 2 + row * columns + column)).collect();
+            format!("({lead}{}{tail})", placeholders.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The store operation a statement performs, as a bounded metric label: its verb and the table
 /// (or first common table expression) it works on, lowercase — `select clusters`,
 /// `insert designation_generations`, `update node_sessions`, `delete registrations`,

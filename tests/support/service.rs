@@ -113,15 +113,7 @@ impl TestService {
     /// Creates organization `org`, Pallet cluster `cluster` (runtime generation 3, a relay
     /// origin), nodes `node-1` and `node-2`, and service `service` placed on both nodes.
     pub async fn seed_cluster(&self, cluster: &str, service: &str) -> Value {
-        self.admin_call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
-        self.admin_call(
-            "putCluster",
-            json!({ "cluster": {
-                "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
-                "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
-            }, "expectedRevision": null }),
-        )
-        .await;
+        self.put_pallet_cluster(cluster).await;
         for node in ["node-1", "node-2"] {
             self.admin_call(
                 "putClusterNode",
@@ -135,6 +127,20 @@ impl TestService {
         )
         .await["spec"]
             .clone()
+    }
+
+    /// Creates organization `org` and Pallet cluster `cluster` (runtime generation 3, a relay
+    /// origin).
+    pub async fn put_pallet_cluster(&self, cluster: &str) {
+        self.admin_call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await;
+        self.admin_call(
+            "putCluster",
+            json!({ "cluster": {
+                "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+                "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
+            }, "expectedRevision": null }),
+        )
+        .await;
     }
 
     /// Runs the real `cloudly` binary against this service with the identity file `identity`;
