@@ -17,8 +17,10 @@
 //!
 //! The store is the test harness's (`tests/support`): a fresh PostgreSQL database created on
 //! `CLOUDLY_TEST_PG_ADMIN_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped,
-//! and a fresh SQLite file. Run with `cargo bench --bench projection_store`; it rewrites the
-//! section between the `projection-store` markers of `docs/benchmarks.md`.
+//! and a fresh SQLite file (`CLOUDLY_BENCH_STORES=postgres` or `=sqlite` runs one of them). Run
+//! with `cargo bench --bench projection_store`; it rewrites the section between the
+//! `projection-store` markers of `docs/benchmarks.md`, with the store's statements during (a)
+//! (`cloudly_store_operation_duration_seconds`).
 
 #[path = "support/report.rs"]
 mod report;
@@ -29,7 +31,9 @@ use cloudly::contract::{Id, NodeId, Protocol};
 use cloudly::domain::projections::NodeProjectionRequest;
 use cloudly::domain::relays::PutClusterIngressRouteRequest;
 use cloudly::store::relays::IngressRoute;
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use support::database::Backend;
@@ -158,6 +162,44 @@ struct Maximal {
     by_withdrawals: Vec<(usize, Vec<Duration>)>,
     /// The stored record's size, bytes.
     record_bytes: usize,
+    /// The store's statements during the timed route changes: operation, total ms, count.
+    statements: Vec<(String, f64, u64)>,
+}
+
+/// Total seconds and count of each store operation so far
+/// (`cloudly_store_operation_duration_seconds`).
+fn statement_totals(handle: &PrometheusHandle) -> BTreeMap<String, (f64, u64)> {
+    let mut totals: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for line in handle.render().lines() {
+        let Some(rest) = line.strip_prefix("cloudly_store_operation_duration_seconds_") else { continue };
+        let Some((kind, rest)) = rest.split_once("{operation=\"") else { continue };
+        let Some((operation, value)) = rest.split_once("\"} ") else { continue };
+        let Ok(value) = value.trim().parse::<f64>() else { continue };
+        let entry = totals.entry(operation.to_owned()).or_default();
+        match kind {
+            "sum" => entry.0 = value,
+            "count" => entry.1 = value as u64,
+            _ => {}
+        }
+    }
+    totals
+}
+
+/// What each operation added between two [`statement_totals`], the costliest first.
+fn statement_delta(
+    before: &BTreeMap<String, (f64, u64)>,
+    after: &BTreeMap<String, (f64, u64)>,
+) -> Vec<(String, f64, u64)> {
+    let mut delta: Vec<(String, f64, u64)> = after
+        .iter()
+        .map(|(operation, (seconds, count))| {
+            let (earlier_seconds, earlier_count) = before.get(operation).copied().unwrap_or_default();
+            (operation.clone(), (seconds - earlier_seconds) * 1_000.0, count - earlier_count)
+        })
+        .filter(|(_, _, count)| *count > 0)
+        .collect();
+    delta.sort_by(|left, right| right.1.total_cmp(&left.1));
+    delta
 }
 
 /// (a): see the module documentation.
@@ -178,6 +220,8 @@ async fn maximal(service: &TestService) -> BenchResult<Maximal> {
     let mut by_withdrawals: Vec<(usize, Vec<Duration>)> = (1..=4).map(|step| (step * 1024, Vec::new())).collect();
     let mut port = 1000;
     let mut record_bytes = 0;
+    let handle = cloudly::metrics::install();
+    let before = statement_totals(&handle);
     for _ in 0..ROUNDS {
         // The node applies its head: the next generation retains nothing.
         let head = projection_of(service, "c1", "node-1").await?;
@@ -204,7 +248,8 @@ async fn maximal(service: &TestService) -> BenchResult<Maximal> {
             record_bytes = serde_json::to_string(&projection).map_err(|error| error.to_string())?.len();
         }
     }
-    Ok(Maximal { by_withdrawals, record_bytes })
+    let statements = statement_delta(&before, &statement_totals(&handle));
+    Ok(Maximal { by_withdrawals, record_bytes, statements })
 }
 
 struct Wide {
@@ -216,7 +261,10 @@ struct Wide {
 async fn wide(service: &TestService) -> BenchResult<Wide> {
     let nodes: Vec<String> = (0..NODES).map(|index| format!("node-{index:04}")).collect();
     seed_cluster(service, "c2", &nodes).await;
-    put_service(service, "c2", "bulk", NODES, &nodes, &[9000]).await;
+    // A spec places its replicas on at most 256 nodes.
+    for (index, chunk) in nodes.chunks(250).enumerate() {
+        put_service(service, "c2", &format!("bulk-{index}"), chunk.len(), chunk, &[9000]).await;
+    }
     put_service(service, "c2", "ingress", 1, &nodes[..1], &[443]).await;
     let ports: Vec<u16> = (1000..1000 + CHANGES + 1).collect();
     put_service(service, "c2", "app", 1, &nodes[500..501], &ports).await;
@@ -260,7 +308,16 @@ struct StoreReport {
 
 async fn run(backend: Backend, name: &'static str) -> BenchResult<StoreReport> {
     let service = TestService::start(backend).await;
-    let outcome = async { Ok::<_, String>((maximal(&service).await?, wide(&service).await?)) }.await;
+    let outcome = async {
+        let maximal = maximal(&service).await?;
+        for (withdrawals, samples) in &maximal.by_withdrawals {
+            println!("{name}: (a) {withdrawals} withdrawals: {samples:?}");
+        }
+        let wide = wide(&service).await?;
+        println!("{name}: (b) {:?}\n{name}: (c) {:?}", wide.changes, wide.reads);
+        Ok::<_, String>((maximal, wide))
+    }
+    .await;
     service.stop().await;
     let (maximal, wide) = outcome?;
     Ok(StoreReport { backend: name, maximal, wide })
@@ -304,13 +361,30 @@ fn render(reports: &mut [StoreReport], load_before: &str) -> String {
             report.wide.reads.len()
         ));
     }
+    for report in reports.iter() {
+        let changes: usize = report.maximal.by_withdrawals.iter().map(|(_, samples)| samples.len()).sum();
+        out.push_str(&format!(
+            "\n{}: the store's statements during the {changes} timed changes of (a) (also the reports \
+             applied between rounds), costliest first:\n\n| operation | count | total ms |\n| --- | --- | --- |\n",
+            report.backend
+        ));
+        for (operation, milliseconds, count) in report.maximal.statements.iter().take(8) {
+            out.push_str(&format!("| `{operation}` | {count} | {milliseconds:.0} |\n"));
+        }
+    }
     out
 }
 
 fn main() -> ExitCode {
     report::run_report("projection_store", "projection-store", HEADING, |load_before| async move {
         let mut reports = Vec::new();
-        for (backend, name) in [(Backend::Postgres, "PostgreSQL"), (Backend::Sqlite, "SQLite")] {
+        let stores = std::env::var("CLOUDLY_BENCH_STORES").unwrap_or_else(|_| "postgres,sqlite".to_owned());
+        for (backend, key, name) in
+            [(Backend::Postgres, "postgres", "PostgreSQL"), (Backend::Sqlite, "sqlite", "SQLite")]
+        {
+            if !stores.split(',').any(|store| store.trim() == key) {
+                continue;
+            }
             let started = Instant::now();
             reports.push(run(backend, name).await?);
             println!("{name}: measured in {:.0} s", started.elapsed().as_secs_f64());

@@ -145,16 +145,29 @@ pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
     let grants = cluster_grants(facts);
     let leases: BTreeMap<&str, &RuntimeNetworkLease> =
         facts.leases.iter().map(|lease| (lease.id.as_str(), lease)).collect();
+    // Each node's leases and grants (in grant order), found in one pass over each.
+    let mut leases_on: BTreeMap<&NodeId, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+    for lease in &facts.leases {
+        leases_on.entry(&lease.node_id).or_default().push(lease);
+    }
+    let mut grants_on: BTreeMap<&NodeId, Vec<&WorkloadIngressGrant>> = BTreeMap::new();
+    for grant in &grants {
+        let node_of = |reference: &AuthorityReference| leases.get(reference.id.as_str()).map(|lease| &lease.node_id);
+        let (source, destination) = (node_of(&grant.source), node_of(&grant.destination));
+        for node in [source, destination.filter(|node| Some(*node) != source)].into_iter().flatten() {
+            grants_on.entry(node).or_default().push(grant);
+        }
+    }
     facts
         .nodes
         .iter()
         .map(|node| {
-            let on_node =
-                |lease: &AuthorityReference| leases.get(lease.id.as_str()).is_some_and(|l| l.node_id == node.id);
-            let grants: Vec<WorkloadIngressGrant> =
-                grants.iter().filter(|grant| on_node(&grant.source) || on_node(&grant.destination)).cloned().collect();
+            let grants: Vec<WorkloadIngressGrant> = grants_on
+                .get(&node.id)
+                .map(|grants| grants.iter().map(|grant| (*grant).clone()).collect())
+                .unwrap_or_default();
             let mut endpoint_ids: BTreeSet<&str> =
-                facts.leases.iter().filter(|lease| lease.node_id == node.id).map(|lease| lease.id.as_str()).collect();
+                leases_on.get(&node.id).into_iter().flatten().map(|lease| lease.id.as_str()).collect();
             for grant in &grants {
                 endpoint_ids.insert(grant.source.id.as_str());
                 endpoint_ids.insert(grant.destination.id.as_str());
@@ -228,12 +241,10 @@ fn is_affected(head: Option<&ProjectionHead>, inputs_digest: &str) -> bool {
 pub fn affected_nodes(facts: &ProjectionFacts, controller: &ControllerReference) -> Vec<NodeInputs> {
     let Some(stored) = &facts.plan else { return Vec::new() };
     let authority = ProtectedAuthorityReference::of(&stored.authority);
+    let heads: BTreeMap<&NodeId, &ProjectionHead> = facts.heads.iter().map(|head| (&head.node_id, head)).collect();
     node_inputs(facts)
         .into_iter()
-        .filter(|inputs| {
-            let head = facts.heads.iter().find(|head| head.node_id == inputs.node_id);
-            is_affected(head, &inputs.digest(&authority, controller))
-        })
+        .filter(|inputs| is_affected(heads.get(&inputs.node_id).copied(), &inputs.digest(&authority, controller)))
         .collect()
 }
 
@@ -341,7 +352,7 @@ pub fn next_projection(
 
 /// The backends of every route: each live lease of the route's target service whose grant (its
 /// id, the route's protocol and port) is in `granted`. Sorted. Pure.
-pub fn route_backends(facts: &ProjectionFacts, granted: &BTreeSet<GrantedDestination>) -> Vec<RouteBackend> {
+pub fn judge_route_backends(facts: &ProjectionFacts, granted: &BTreeSet<GrantedDestination>) -> Vec<RouteBackend> {
     let mut backends: Vec<RouteBackend> = facts
         .routes
         .iter()
@@ -442,7 +453,7 @@ impl ProjectionIssuer {
         }
         locked.write(&issued).await?;
         let granted = locked.granted().await?;
-        let backends = route_backends(&facts, &granted);
+        let backends = judge_route_backends(&facts, &granted);
         let backends_changed = backends != locked.backends().await?;
         if backends_changed {
             locked.replace_backends(&backends).await?;

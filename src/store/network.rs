@@ -17,7 +17,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::inventory::lock_cluster;
-use super::sql::{HoldsConnection, Statement, Transaction};
+use super::sql::{HoldsConnection, Statement, Transaction, head_record_columns};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
@@ -163,12 +163,10 @@ pub(crate) async fn live_leases_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
-    let mut leases = Statement::new(
-        "SELECT l.record FROM runtime_network_lease_heads h \
-         JOIN runtime_network_leases l \
-           ON l.cluster_id = h.cluster_id AND l.lease_id = h.lease_id AND l.generation = h.generation \
-         WHERE h.cluster_id = $1 AND h.live",
-    )
+    let mut leases = Statement::composed(format!(
+        "SELECT {} FROM runtime_network_lease_heads h WHERE h.cluster_id = $1 AND h.live",
+        head_record_columns("runtime_network_leases", "lease_id", &["record"])
+    ))
     .text(cluster_id.as_str())
     .fetch_all(on)
     .await?
@@ -186,12 +184,10 @@ async fn lease_facts_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Resul
     if plan.is_none() && leases.is_empty() {
         return Ok(LeaseFacts::default());
     }
-    let mut holders = Statement::new(
-        "SELECT a.record, a.signature, h.active FROM runtime_assignment_heads h \
-         JOIN runtime_assignments a \
-           ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
-         WHERE h.cluster_id = $1 AND h.active",
-    )
+    let mut holders = Statement::composed(format!(
+        "SELECT {}, h.active FROM runtime_assignment_heads h WHERE h.cluster_id = $1 AND h.active",
+        head_record_columns("runtime_assignments", "assignment_id", &["record", "signature"])
+    ))
     .text(cluster_id.as_str())
     .fetch_all(on)
     .await?

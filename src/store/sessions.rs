@@ -23,7 +23,7 @@ use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::network::{LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
+use super::sql::{HoldsConnection, Statement, Transaction, head_record_columns, placeholder_rows};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
@@ -234,10 +234,13 @@ pub trait LockedAssignments: Send {
 
 /// The head generations with their records, as [`rows::assignment_head`] reads them; a statement
 /// adds its `WHERE` and `ORDER BY`.
-const HEADS: &str = "SELECT a.record, a.signature, a.digest, h.active, h.assignment_id, \
-     h.generation AS head_generation, h.node_id, h.service_id FROM runtime_assignment_heads h \
-     JOIN runtime_assignments a \
-       ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id AND a.generation = h.generation";
+fn heads() -> String {
+    format!(
+        "SELECT {}, h.active, h.assignment_id, h.generation AS head_generation, h.node_id, h.service_id \
+         FROM runtime_assignment_heads h",
+        head_record_columns("runtime_assignments", "assignment_id", &["record", "signature", "digest"])
+    )
+}
 
 /// What a reconcile's facts read beside the cluster row, in one statement ([`rows::cluster_facts`]
 /// reads it): the cluster's current designation, its current address plan (the highest
@@ -298,10 +301,14 @@ async fn read_facts(
     .map(rows::service_spec)
     .collect::<Result<Vec<_>, _>>()?;
     let heads = AssignmentHeads::from_rows(
-        &Statement::composed(format!("{HEADS} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}", backend.bytewise()))
-            .text(cluster_id.as_str())
-            .fetch_all(on)
-            .await?,
+        &Statement::composed(format!(
+            "{} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}",
+            heads(),
+            backend.bytewise()
+        ))
+        .text(cluster_id.as_str())
+        .fetch_all(on)
+        .await?,
     )?;
     let leases = if facts.live_leases { super::network::live_leases_on(on, cluster_id).await? } else { Vec::new() };
     let claims = if facts.claims { claim_heads_on(on, backend, cluster_id).await? } else { ClaimHeads::default() };
@@ -643,7 +650,8 @@ impl SessionStore for SqlStore {
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError> {
         AssignmentHeads::from_rows(
             &Statement::composed(format!(
-                "{HEADS} WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
+                "{} WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
+                heads(),
                 self.pool.backend().bytewise()
             ))
             .text(cluster_id.as_str())

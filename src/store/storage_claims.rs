@@ -17,7 +17,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::sql::{HoldsConnection, Statement};
+use super::sql::{HoldsConnection, Statement, head_record_columns};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::signing::Signed;
 use crate::contract::storage_claim::RuntimeLocalStorageClaim;
@@ -204,12 +204,29 @@ pub trait StorageClaimStore: Send + Sync {
 
 /// The head generations with their records, as [`rows::claim_head`] reads them; a statement adds
 /// its `WHERE` and `ORDER BY`.
-const HEADS: &str = "SELECT c.record, c.signature, c.digest, c.issued_at, c.answer_status, c.node_state, \
-     c.answered_session_id, c.answered_session_generation, c.answered_at, c.fault_count, c.last_fault, \
-     c.last_fault_at, c.resolution, c.resolved_at, h.claim_id, h.generation AS head_generation, h.node_id, \
-     h.service_id, h.volume_id FROM runtime_local_storage_claim_heads h \
-     JOIN runtime_local_storage_claims c \
-       ON c.cluster_id = h.cluster_id AND c.claim_id = h.claim_id AND c.generation = h.generation";
+fn heads() -> String {
+    let columns = [
+        "record",
+        "signature",
+        "digest",
+        "issued_at",
+        "answer_status",
+        "node_state",
+        "answered_session_id",
+        "answered_session_generation",
+        "answered_at",
+        "fault_count",
+        "last_fault",
+        "last_fault_at",
+        "resolution",
+        "resolved_at",
+    ];
+    format!(
+        "SELECT {}, h.claim_id, h.generation AS head_generation, h.node_id, h.service_id, h.volume_id \
+         FROM runtime_local_storage_claim_heads h",
+        head_record_columns("runtime_local_storage_claims", "claim_id", &columns)
+    )
+}
 
 /// Every claim head of the cluster, on `on` (the reconcile's facts read them in its transaction).
 pub(crate) async fn claim_heads_on(
@@ -218,7 +235,7 @@ pub(crate) async fn claim_heads_on(
     cluster_id: &Id,
 ) -> Result<ClaimHeads, StoreError> {
     ClaimHeads::from_rows(
-        &Statement::composed(format!("{HEADS} WHERE h.cluster_id = $1 ORDER BY h.claim_id{}", backend.bytewise()))
+        &Statement::composed(format!("{} WHERE h.cluster_id = $1 ORDER BY h.claim_id{}", heads(), backend.bytewise()))
             .text(cluster_id.as_str())
             .fetch_all(on)
             .await?,
@@ -353,7 +370,8 @@ impl StorageClaimStore for SqlStore {
     async fn node_claim_heads(&self, cluster_id: &Id, node_id: &NodeId) -> Result<ClaimHeads, StoreError> {
         ClaimHeads::from_rows(
             &Statement::composed(format!(
-                "{HEADS} WHERE h.cluster_id = $1 AND h.node_id = $2 ORDER BY h.claim_id{}",
+                "{} WHERE h.cluster_id = $1 AND h.node_id = $2 ORDER BY h.claim_id{}",
+                heads(),
                 self.pool.backend().bytewise()
             ))
             .text(cluster_id.as_str())
