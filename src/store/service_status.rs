@@ -92,11 +92,13 @@ impl ServiceStatusStore for SqlStore {
         let bytewise = self.pool.backend().bytewise();
         let mut connection = self.pool.connection().await?;
         let head_states = Statement::composed(format!(
+            // The head's state by a probe of the heads' key per state row, never a join (see
+            // `head_record_columns`).
             "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation, s.reported_at \
-             FROM runtime_assignment_heads h \
-             JOIN runtime_assignment_states s \
-               ON s.cluster_id = h.cluster_id AND s.assignment_id = h.assignment_id AND s.generation = h.generation \
-             WHERE h.cluster_id = $1 ORDER BY s.assignment_id{bytewise}"
+             FROM runtime_assignment_states s \
+             WHERE s.cluster_id = $1 AND s.generation = (SELECT h.generation FROM runtime_assignment_heads h \
+               WHERE h.cluster_id = s.cluster_id AND h.assignment_id = s.assignment_id) \
+             ORDER BY s.assignment_id{bytewise}"
         ))
         .text(cluster_id.as_str())
         .fetch_all(&mut connection)
