@@ -26,15 +26,17 @@ mod support;
 use cloudly::client::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::bench::{
+    BenchResult, command_line, commit_and_state, database_statements, load_average, peak_rss_mib, percentile_ms,
+    reset_peak_rss, run_as_bench,
+};
 use support::database::{Backend, TestDatabase, pg_admin_url};
 use support::ingress::{connect_relay_with_bearer_at, register, registration};
 use support::node_agent::NodeAgent;
 use support::process::{Scratch, start_with};
-
-type BenchResult<T> = Result<T, String>;
 
 /// Client counts of the load table.
 const CLIENT_COUNTS: [usize; 3] = [1, 16, 64];
@@ -76,14 +78,6 @@ impl Phase {
     fn per_second(&self) -> f64 {
         self.operations as f64 / self.seconds
     }
-}
-
-fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
-    if sorted_micros.is_empty() {
-        return 0.0;
-    }
-    let rank = ((percent / 100.0) * sorted_micros.len() as f64).ceil() as usize;
-    sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
 }
 
 /// One kind of operation, sent by `clients` concurrent clients; `operate(client, n)` performs the
@@ -132,19 +126,6 @@ async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid:
     })
 }
 
-/// Resets the kernel's peak-RSS mark of `pid` (`clear_refs` value 5), so a phase reads its own peak.
-fn reset_peak_rss(pid: u32) {
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-}
-
-/// `VmHWM` of `pid` in MiB.
-fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
 // ---------------------------------------------------------------------------------------------
 // pgbench on the same server.
 
@@ -155,45 +136,14 @@ INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS
 const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
 const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
 
-/// Runs `script` with pgbench `-M prepared` at `clients` clients against `database_url`.
+/// Runs `script` with pgbench at `clients` clients against `database_url` for the measured seconds.
 fn pgbench(database_url: &str, scratch: &Path, name: &str, script: &str, clients: usize) -> BenchResult<Phase> {
-    let dir = scratch.join(format!("pgbench-{name}-{clients}"));
-    std::fs::create_dir_all(&dir).map_err(|error| format!("pgbench dir: {error}"))?;
-    let script_path = dir.join("script.sql");
-    std::fs::write(&script_path, script).map_err(|error| format!("pgbench script: {error}"))?;
-    let output = Command::new("pgbench")
-        .current_dir(&dir)
-        .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
-        .args(["-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
-        .args(["-T", &measured_seconds().to_string(), "-f"])
-        .arg(&script_path)
-        .arg(database_url)
-        .output()
-        .map_err(|error| format!("pgbench cannot run (is it installed?): {error}"))?;
-    if !output.status.success() {
-        return Err(format!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr)));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let processed = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("number of transactions actually processed: "))
-        .and_then(|rest| rest.split(['/', ' ']).next()?.parse::<usize>().ok())
-        .ok_or_else(|| format!("pgbench printed no transaction count:\n{stdout}"))?;
-    // Per-transaction logs: `client transaction latency_us script epoch epoch_us`.
-    let mut latencies = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(|error| format!("pgbench logs: {error}"))? {
-        let path = entry.map_err(|error| format!("pgbench logs: {error}"))?.path();
-        if path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("tx")) {
-            let text = std::fs::read_to_string(&path).map_err(|error| format!("pgbench log: {error}"))?;
-            latencies.extend(text.lines().filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()));
-        }
-    }
-    latencies.sort_unstable();
+    let run = support::bench::pgbench(database_url, scratch, name, script, clients, measured_seconds())?;
     Ok(Phase {
-        operations: processed,
-        seconds: measured_seconds() as f64,
-        p50_ms: percentile_ms(&latencies, 50.0),
-        p99_ms: percentile_ms(&latencies, 99.0),
+        operations: run.transactions,
+        seconds: run.seconds,
+        p50_ms: run.p50_ms,
+        p99_ms: run.p99_ms,
         peak_rss_mib: None,
     })
 }
@@ -573,32 +523,13 @@ async fn clusters_row(
     Ok((count, run_phase(designate, SCALE_CLIENTS, pid).await?, run_phase(get, SCALE_CLIENTS, pid).await?))
 }
 
-async fn database_statements(url: &str, statements: &'static str) -> BenchResult<()> {
-    use sqlx::{Connection as _, Executor as _};
-    let mut connection = sqlx::PgConnection::connect(url).await.map_err(|error| format!("connect: {error}"))?;
-    connection.execute(statements).await.map_err(|error| format!("pgbench table: {error}"))?;
-    connection.close().await.ok();
-    Ok(())
-}
-
-fn command_line(program: &str, args: &[&str]) -> String {
-    Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
 fn rss(phase: &Phase) -> String {
     phase.peak_rss_mib.map_or_else(|| "–".to_owned(), |mib| format!("{mib:.1}"))
 }
 
 fn render(report: &Report, load_before: &str) -> String {
     let mut text = String::new();
-    let commit = command_line("git", &["rev-parse", "--short", "HEAD"]);
-    let dirty = if command_line("git", &["status", "--porcelain"]).is_empty() { "" } else { " (uncommitted changes)" };
+    let (commit, dirty) = commit_and_state();
     let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
     text.push_str(&format!(
         "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench load` ({} s per phase; \
@@ -661,31 +592,17 @@ fn render(report: &Report, load_before: &str) -> String {
     text
 }
 
-/// Replaces the text between the markers of `docs/benchmarks.md` (appending the section when the
-/// markers are missing).
 fn write_section(section: &str) -> BenchResult<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join("benchmarks.md");
-    let document = std::fs::read_to_string(&path).map_err(|error| format!("read {}: {error}", path.display()))?;
-    let block = format!("{BEGIN_MARKER}\n{section}{END_MARKER}");
-    let updated = match (document.find(BEGIN_MARKER), document.find(END_MARKER)) {
-        (Some(begin), Some(end)) if begin < end => {
-            format!("{}{block}{}", &document[..begin], &document[end + END_MARKER.len()..])
-        }
-        _ => format!("{}\n## Load and scale report (`benches/load.rs`)\n\n{block}\n", document.trim_end()),
-    };
-    std::fs::write(&path, updated).map_err(|error| format!("write {}: {error}", path.display()))?;
-    Ok(path)
+    support::bench::write_section(BEGIN_MARKER, END_MARKER, "## Load and scale report (`benches/load.rs`)", section)
 }
 
 fn main() -> ExitCode {
     // `cargo test --all-targets` runs bench targets without `--bench`: the report is not a test.
-    if !std::env::args().any(|argument| argument == "--bench") {
+    if !run_as_bench() {
         println!("load report: run it with `cargo bench --bench load`");
         return ExitCode::SUCCESS;
     }
-    let load_before = std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".to_owned());
+    let load_before = load_average();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -54,7 +54,7 @@ pub struct NodeVolumes {
     held: Mutex<BTreeMap<String, (u64, String, String)>>,
     imported: Mutex<BTreeSet<String>>,
     script: Mutex<VecDeque<ClaimReply>>,
-    received: Mutex<Vec<Value>>,
+    received: Mutex<Vec<(SystemTime, Value)>>,
 }
 
 impl NodeVolumes {
@@ -74,6 +74,12 @@ impl NodeVolumes {
 
     /// Every `applyRuntimeLocalStorageClaim` request received, in order.
     pub fn received(&self) -> Vec<Value> {
+        self.received.lock().unwrap().iter().map(|(_, request)| request.clone()).collect()
+    }
+
+    /// Every `applyRuntimeLocalStorageClaim` request received with the wall-clock time its frame
+    /// was read, in order.
+    pub fn received_with_times(&self) -> Vec<(SystemTime, Value)> {
         self.received.lock().unwrap().clone()
     }
 
@@ -109,7 +115,7 @@ impl NodeVolumes {
 
     /// The answer to one push: `Ok(response)`, `Err(())` for an error, `None` for none.
     fn reply(&self, request: &Value) -> Option<Result<Value, ()>> {
-        self.received.lock().unwrap().push(request.clone());
+        self.received.lock().unwrap().push((SystemTime::now(), request.clone()));
         let claim = &request["claim"];
         let reply = self.script.lock().unwrap().pop_front().unwrap_or(ClaimReply::Honest);
         match reply {

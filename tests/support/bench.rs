@@ -1,0 +1,155 @@
+//! Helpers of the report benchmarks (`benches/load.rs`, `benches/claims.rs`): percentiles of
+//! latencies, pgbench on the bench's own database, the machine's load and facts, and the
+//! rewrite of one marked section of `docs/benchmarks.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A bench step's outcome: any refused or failed request ends the run with its message.
+pub type BenchResult<T> = Result<T, String>;
+
+/// The `percent` percentile (nearest rank) of `sorted_micros`, in milliseconds.
+pub fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
+    if sorted_micros.is_empty() {
+        return 0.0;
+    }
+    let rank = ((percent / 100.0) * sorted_micros.len() as f64).ceil() as usize;
+    sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
+}
+
+/// What one pgbench run measured.
+#[derive(Clone, Debug)]
+pub struct PgbenchRun {
+    /// Transactions processed.
+    pub transactions: usize,
+    /// The seconds it ran.
+    pub seconds: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl PgbenchRun {
+    pub fn per_second(&self) -> f64 {
+        self.transactions as f64 / self.seconds
+    }
+}
+
+/// Runs `script` with `pgbench -n -M prepared` at `clients` clients (`-j min(clients, 2)`) for
+/// `seconds` against `database_url`, in a directory of its own below `scratch` named after
+/// `name`; latencies come from pgbench's per-transaction log.
+pub fn pgbench(
+    database_url: &str,
+    scratch: &Path,
+    name: &str,
+    script: &str,
+    clients: usize,
+    seconds: u64,
+) -> BenchResult<PgbenchRun> {
+    let dir = scratch.join(format!("pgbench-{name}-{clients}"));
+    std::fs::create_dir_all(&dir).map_err(|error| format!("pgbench dir: {error}"))?;
+    let script_path = dir.join("script.sql");
+    std::fs::write(&script_path, script).map_err(|error| format!("pgbench script: {error}"))?;
+    let output = Command::new("pgbench")
+        .current_dir(&dir)
+        .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
+        .args(["-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
+        .args(["-T", &seconds.to_string(), "-f"])
+        .arg(&script_path)
+        .arg(database_url)
+        .output()
+        .map_err(|error| format!("pgbench cannot run (is it installed?): {error}"))?;
+    if !output.status.success() {
+        return Err(format!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let transactions = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("number of transactions actually processed: "))
+        .and_then(|rest| rest.split(['/', ' ']).next()?.parse::<usize>().ok())
+        .ok_or_else(|| format!("pgbench printed no transaction count:\n{stdout}"))?;
+    // Per-transaction logs: `client transaction latency_us script epoch epoch_us`.
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|error| format!("pgbench logs: {error}"))? {
+        let path = entry.map_err(|error| format!("pgbench logs: {error}"))?.path();
+        if path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("tx")) {
+            let text = std::fs::read_to_string(&path).map_err(|error| format!("pgbench log: {error}"))?;
+            latencies.extend(text.lines().filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()));
+        }
+    }
+    latencies.sort_unstable();
+    Ok(PgbenchRun {
+        transactions,
+        seconds: seconds as f64,
+        p50_ms: percentile_ms(&latencies, 50.0),
+        p99_ms: percentile_ms(&latencies, 99.0),
+    })
+}
+
+/// Runs `statements` (one or more, `;`-separated) on the database at `url`.
+pub async fn database_statements(url: &str, statements: &'static str) -> BenchResult<()> {
+    use sqlx::{Connection as _, Executor as _};
+    let mut connection = sqlx::PgConnection::connect(url).await.map_err(|error| format!("connect: {error}"))?;
+    connection.execute(statements).await.map_err(|error| format!("bench statements: {error}"))?;
+    connection.close().await.ok();
+    Ok(())
+}
+
+/// The trimmed standard output of a command that succeeded, else `unknown`.
+pub fn command_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The three load averages of `/proc/loadavg`.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// `(commit, " (uncommitted changes)" or "")` of the checkout the bench runs in.
+pub fn commit_and_state() -> (String, &'static str) {
+    let commit = command_line("git", &["rev-parse", "--short", "HEAD"]);
+    let dirty = if command_line("git", &["status", "--porcelain"]).is_empty() { "" } else { " (uncommitted changes)" };
+    (commit, dirty)
+}
+
+/// Replaces the text between `begin` and `end` of `docs/benchmarks.md` with `section`; when the
+/// markers are missing, appends `heading` (a `## …` line) and the marked section.
+pub fn write_section(begin: &str, end: &str, heading: &str, section: &str) -> BenchResult<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join("benchmarks.md");
+    let document = std::fs::read_to_string(&path).map_err(|error| format!("read {}: {error}", path.display()))?;
+    let block = format!("{begin}\n{section}{end}");
+    let updated = match (document.find(begin), document.find(end)) {
+        (Some(at_begin), Some(at_end)) if at_begin < at_end => {
+            format!("{}{block}{}", &document[..at_begin], &document[at_end + end.len()..])
+        }
+        _ => format!("{}\n{heading}\n\n{block}\n", document.trim_end()),
+    };
+    std::fs::write(&path, updated).map_err(|error| format!("write {}: {error}", path.display()))?;
+    Ok(path)
+}
+
+/// Resets the kernel's peak-RSS mark of `pid` (`clear_refs` value 5), so a phase reads its own peak.
+pub fn reset_peak_rss(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+/// `VmHWM` of `pid` in MiB.
+pub fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// True when the bench binary was started by `cargo bench` (with `--bench`); `cargo test
+/// --benches` runs it without, and then a report bench does nothing.
+pub fn run_as_bench() -> bool {
+    std::env::args().any(|argument| argument == "--bench")
+}
