@@ -33,10 +33,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::bench::{
-    BenchResult, PgbenchRun, command_line, commit_and_state, database_statements, peak_rss_mib, percentile_ms, pgbench,
-    reset_peak_rss, run_as_bench, write_section,
+    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, PgbenchRun, cluster_body, command_line, commit_and_state,
+    database_statements, node_body, peak_rss_mib, percentile_ms, pgbench, report_main, reset_peak_rss, write_section,
 };
-use support::database::{Backend, TestDatabase, pg_admin_url};
+use support::database::{TestDatabase, pg_admin_url};
 use support::node_agent::{NodeAgent, NodeVolumes};
 use support::process::{Scratch, Serving, start_with};
 
@@ -56,12 +56,6 @@ const BEGIN_MARKER: &str = "<!-- claims-report:begin -->";
 const END_MARKER: &str = "<!-- claims-report:end -->";
 const HEADING: &str = "## Storage claims pushed to 200 nodes (`benches/claims.rs`)";
 
-/// The pgbench table: one row per client (`:client_id`).
-const PGBENCH_TABLE: &str =
-    "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
-INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
-const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
-
 /// Claims of the concurrent phase.
 fn claim_count() -> usize {
     std::env::var("CLOUDLY_BENCH_CLAIMS").ok().and_then(|text| text.parse().ok()).unwrap_or(400)
@@ -80,18 +74,6 @@ fn unix_micros(time: SystemTime) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // The cluster, built over the wire.
 
-struct Admin {
-    client: cloudly::client::Client,
-    identity: Value,
-}
-
-impl Admin {
-    async fn call(&self, method: &str, mut request: Value) -> BenchResult<Value> {
-        request["identity"] = self.identity.clone();
-        self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
-    }
-}
-
 fn node_name(index: usize) -> String {
     format!("node-{}", index + 1)
 }
@@ -106,15 +88,7 @@ struct Node {
 /// with an open session.
 async fn build_cluster(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Vec<Node>> {
     admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
-    admin
-        .call(
-            "putCluster",
-            json!({ "cluster": {
-                "id": CLUSTER, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
-                "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
-            }, "expectedRevision": null }),
-        )
-        .await?;
+    admin.call("putCluster", cluster_body(CLUSTER)).await?;
     let nodes = futures_util::stream::iter(0..NODES)
         .map(|index| {
             let admin = admin.clone();
@@ -129,13 +103,7 @@ async fn build_cluster(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Vec<No
 
 /// Creates `node` with a fresh credential, connects its agent and opens its session.
 async fn connect_node(admin: &Admin, base_url: &str, node: &str) -> BenchResult<Node> {
-    let created = admin
-        .call(
-            "putClusterNode",
-            json!({ "clusterId": CLUSTER, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
-                    "rotateCredential": true }),
-        )
-        .await?;
+    let created = admin.call("putClusterNode", node_body(CLUSTER, node, true)).await?;
     let bearer = created["bearer"].as_str().ok_or_else(|| format!("putClusterNode {node}: no bearer: {created}"))?;
     let volumes = NodeVolumes::new();
     let agent = NodeAgent::connect_holding(base_url, volumes.clone()).await;
@@ -510,37 +478,11 @@ fn render(report: &Report, uptime_before: &str) -> String {
 }
 
 fn main() -> ExitCode {
-    // `cargo test --benches` runs bench targets without `--bench`: the report is not a test.
-    if !run_as_bench() {
-        println!("claims report: run it with `cargo bench --bench claims`");
-        return ExitCode::SUCCESS;
-    }
     let uptime_before = command_line("uptime", &[]);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async {
-        let database = TestDatabase::create(Backend::Postgres).await;
-        let scratch = Scratch::new("cloudly-claims");
-        let outcome = run(&database, &scratch).await;
-        database.drop_now().await;
-        match outcome.and_then(|report| {
-            let section = render(&report, &uptime_before);
-            println!("{section}");
-            write_section(BEGIN_MARKER, END_MARKER, HEADING, &section)
-        }) {
-            Ok(path) => {
-                println!("wrote {}", path.display());
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("error: {error}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    report_main(
+        "claims",
+        run,
+        |report| render(report, &uptime_before),
+        |section| write_section(BEGIN_MARKER, END_MARKER, HEADING, section),
+    )
 }

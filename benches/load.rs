@@ -30,10 +30,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::bench::{
-    BenchResult, command_line, commit_and_state, database_statements, load_average, peak_rss_mib, percentile_ms,
-    reset_peak_rss, run_as_bench,
+    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, cluster_body, command_line, commit_and_state, database_statements,
+    load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss,
 };
-use support::database::{Backend, TestDatabase, pg_admin_url};
+use support::database::{TestDatabase, pg_admin_url};
 use support::ingress::{connect_relay_with_bearer_at, register, registration};
 use support::node_agent::NodeAgent;
 use support::process::{Scratch, start_with};
@@ -129,11 +129,7 @@ async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid:
 // ---------------------------------------------------------------------------------------------
 // pgbench on the same server.
 
-/// The pgbench table: one row per client (`:client_id`), as the designate clients each have a chain.
-const PGBENCH_TABLE: &str =
-    "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
-INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
-const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
+/// A single-row select of the pgbench table.
 const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
 
 /// Runs `script` with pgbench at `clients` clients against `database_url` for the measured seconds.
@@ -150,30 +146,6 @@ fn pgbench(database_url: &str, scratch: &Path, name: &str, script: &str, clients
 
 // ---------------------------------------------------------------------------------------------
 // The world, built over the wire.
-
-struct Admin {
-    client: Client,
-    identity: Value,
-}
-
-impl Admin {
-    async fn call(&self, method: &str, mut request: Value) -> BenchResult<Value> {
-        request["identity"] = self.identity.clone();
-        self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
-    }
-}
-
-fn cluster_body(cluster: &str) -> Value {
-    json!({ "cluster": {
-        "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
-        "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
-    }, "expectedRevision": null })
-}
-
-fn node_body(cluster: &str, node: &str, rotate: bool) -> Value {
-    json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
-            "rotateCredential": rotate })
-}
 
 fn ingress_spec(cluster: &str, nodes: &[String]) -> Value {
     json!({ "spec": {
@@ -597,37 +569,6 @@ fn write_section(section: &str) -> BenchResult<PathBuf> {
 }
 
 fn main() -> ExitCode {
-    // `cargo test --all-targets` runs bench targets without `--bench`: the report is not a test.
-    if !run_as_bench() {
-        println!("load report: run it with `cargo bench --bench load`");
-        return ExitCode::SUCCESS;
-    }
     let load_before = load_average();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async {
-        let database = TestDatabase::create(Backend::Postgres).await;
-        let scratch = Scratch::new("cloudly-load");
-        let outcome = run(&database, &scratch).await;
-        database.drop_now().await;
-        match outcome.and_then(|report| {
-            let section = render(&report, &load_before);
-            println!("{section}");
-            write_section(&section)
-        }) {
-            Ok(path) => {
-                println!("wrote {}", path.display());
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("error: {error}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    report_main("load", run, |report| render(report, &load_before), write_section)
 }

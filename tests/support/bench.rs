@@ -2,11 +2,43 @@
 //! latencies, pgbench on the bench's own database, the machine's load and facts, and the
 //! rewrite of one marked section of `docs/benchmarks.md`.
 
+use super::database::{Backend, TestDatabase};
+use super::process::Scratch;
+use cloudly::client::Client;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 /// A bench step's outcome: any refused or failed request ends the run with its message.
 pub type BenchResult<T> = Result<T, String>;
+
+/// An administrator's client: every call carries the bootstrap identity.
+pub struct Admin {
+    pub client: Client,
+    pub identity: Value,
+}
+
+impl Admin {
+    /// Calls `method` with `request` and the identity; an error answer is the call's failure.
+    pub async fn call(&self, method: &str, mut request: Value) -> BenchResult<Value> {
+        request["identity"] = self.identity.clone();
+        self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
+    }
+}
+
+/// `putCluster` of a new cluster `cluster` of organization `org` (pallet generation 3).
+pub fn cluster_body(cluster: &str) -> Value {
+    json!({ "cluster": {
+        "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
+        "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
+    }, "expectedRevision": null })
+}
+
+/// `putClusterNode` of `node` in `cluster` (namespace `ns-main`); `rotate` asks for a new bearer.
+pub fn node_body(cluster: &str, node: &str, rotate: bool) -> Value {
+    json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
+            "rotateCredential": rotate })
+}
 
 /// The `percent` percentile (nearest rank) of `sorted_micros`, in milliseconds.
 pub fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
@@ -16,6 +48,14 @@ pub fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
     let rank = ((percent / 100.0) * sorted_micros.len() as f64).ceil() as usize;
     sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
 }
+
+/// The pgbench table: one row per client (`:client_id`, up to 64 clients).
+pub const PGBENCH_TABLE: &str =
+    "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
+INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
+/// The floor of a durable write: a single-statement compare-and-swap, a guarded one-row update
+/// in autocommit.
+pub const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
 
 /// What one pgbench run measured.
 #[derive(Clone, Debug)]
@@ -148,8 +188,45 @@ pub fn peak_rss_mib(pid: u32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// True when the bench binary was started by `cargo bench` (with `--bench`); `cargo test
-/// --benches` runs it without, and then a report bench does nothing.
-pub fn run_as_bench() -> bool {
-    std::env::args().any(|argument| argument == "--bench")
+/// The `main` of the report bench `name`: started without `--bench` (as `cargo test --benches`
+/// runs bench targets) it only says how to run it. Otherwise it creates a PostgreSQL
+/// [`TestDatabase`] and a scratch directory, awaits `run` on them, drops the database, and prints
+/// the section `render` makes of the report and hands it to `write`; an error of any step fails.
+pub fn report_main<Report>(
+    name: &str,
+    run: impl AsyncFnOnce(&TestDatabase, &Scratch) -> BenchResult<Report>,
+    render: impl FnOnce(&Report) -> String,
+    write: impl FnOnce(&str) -> BenchResult<PathBuf>,
+) -> ExitCode {
+    if !std::env::args().any(|argument| argument == "--bench") {
+        println!("{name} report: run it with `cargo bench --bench {name}`");
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let database = TestDatabase::create(Backend::Postgres).await;
+        let scratch = Scratch::new(&format!("cloudly-{name}"));
+        let outcome = run(&database, &scratch).await;
+        database.drop_now().await;
+        match outcome.and_then(|report| {
+            let section = render(&report);
+            println!("{section}");
+            write(&section)
+        }) {
+            Ok(path) => {
+                println!("wrote {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }
