@@ -9,7 +9,8 @@
 //! `empty` volumes put here). Services are then put by admin clients, each service with one
 //! replica pinned to one node and one node-local volume of its own id, round-robin over the
 //! nodes: first [`SERIAL_SERVICES`] by one client, then [`claim_count`] by [`PUT_CLIENTS`]
-//! concurrent clients. Per claim the bench takes the time the put was sent and answered, the
+//! concurrent clients, then [`SERIAL_SERVICES`] more by one client (the cost of one put in the
+//! fuller cluster). Per claim the bench takes the time the put was sent and answered, the
 //! claim's `issuedAt` and the node's `answeredAt` from `listRuntimeLocalStorageClaims`, the time
 //! the node agent read the push, and the time of the server's `claim answer recorded` log line
 //! (written once the answer is stored); it reports claims pushed and acknowledged per second and
@@ -44,7 +45,7 @@ use support::process::{Scratch, Serving, start_with};
 const NODES: usize = 200;
 /// Admin clients putting services at once in the concurrent phase.
 const PUT_CLIENTS: usize = 8;
-/// Services put one at a time before the concurrent phase.
+/// Services put one at a time before and after the concurrent phase.
 const SERIAL_SERVICES: usize = 40;
 /// Requests in flight while the nodes are created and connected.
 const SEED_CONCURRENCY: usize = 16;
@@ -394,7 +395,8 @@ fn rfc3339_micros(text: &str) -> Option<u64> {
 // The run and the report.
 
 struct Report {
-    phases: Vec<Phase>,
+    /// Each phase's name and what it measured.
+    phases: Vec<(String, Phase)>,
     cas: PgbenchRun,
 }
 
@@ -409,12 +411,17 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     // The reconciles and status refreshes the session opens scheduled settle first.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let serial = (0, SERIAL_SERVICES);
-    let concurrent = (SERIAL_SERVICES, SERIAL_SERVICES + claim_count());
-    let phases = vec![
-        run_phase(&admin, &server, &nodes, serial, 1, pid).await?,
-        run_phase(&admin, &server, &nodes, concurrent, PUT_CLIENTS, pid).await?,
-    ];
+    let concurrent_end = SERIAL_SERVICES + claim_count();
+    let mut phases = Vec::new();
+    for (from, to, clients) in [
+        (0, SERIAL_SERVICES, 1),
+        (SERIAL_SERVICES, concurrent_end, PUT_CLIENTS),
+        (concurrent_end, concurrent_end + SERIAL_SERVICES, 1),
+    ] {
+        let kind = if clients == 1 { "serial" } else { "concurrent" };
+        let name = format!("{kind}, services {}–{to}", from + 1);
+        phases.push((name, run_phase(&admin, &server, &nodes, (from, to), clients, pid).await?));
+    }
     let cas = pgbench(&database.url, &scratch.0, "cas", PGBENCH_CAS, PUT_CLIENTS, pgbench_seconds())?;
     drop(nodes);
     server.terminate();
@@ -448,8 +455,7 @@ fn render(report: &Report, uptime_before: &str) -> String {
         cas.p99_ms,
         pgbench_seconds(),
     );
-    let names = ["serial", "concurrent"];
-    for (name, phase) in names.iter().zip(&report.phases) {
+    for (name, phase) in &report.phases {
         text.push_str(&format!(
             "| {name} | {} | {} | {:.1} | {:.4} | {} |\n",
             phase.clients,
@@ -459,9 +465,9 @@ fn render(report: &Report, uptime_before: &str) -> String {
             phase.peak_rss_mib.map_or_else(|| "–".to_owned(), |mib| format!("{mib:.1}")),
         ));
     }
-    for (name, phase) in names.iter().zip(&report.phases) {
+    for (name, phase) in &report.phases {
         text.push_str(&format!(
-            "\nLatencies of the {name} phase ({} claims, {} put client{}):\n\n\
+            "\nLatencies of phase {name} ({} claims, {} put client{}):\n\n\
              | stretch | p50 ms | p99 ms | max ms |\n| --- | ---: | ---: | ---: |\n",
             phase.claims,
             phase.clients,

@@ -161,7 +161,10 @@ impl NodeAgent {
     /// Connects to `/typedsocket` of the controller at `base_url` as a node holding `volumes`.
     pub async fn connect_holding(base_url: &str, volumes: Arc<NodeVolumes>) -> NodeAgent {
         let url = format!("{}/typedsocket", base_url.replacen("http://", "ws://", 1));
-        let (socket, _) = tokio_tungstenite::connect_async(url).await.expect("connect the node agent");
+        // Without Nagle, as a node answering requests runs: an answer is not held back until the
+        // controller acknowledges the agent's previous frame.
+        let (socket, _) =
+            tokio_tungstenite::connect_async_with_config(url, None, true).await.expect("connect the node agent");
         let (mut sink, mut stream) = socket.split();
         let (outgoing, mut outgoing_rx) = mpsc::unbounded_channel::<Message>();
         let pending: Pending = Arc::default();
