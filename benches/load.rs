@@ -20,23 +20,23 @@
 //! `CLOUDLY_BENCH_SECONDS` sets the measured seconds per phase (default 4). Any refused or failed
 //! request fails the run.
 
-#[path = "support/report.rs"]
-mod report;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use cloudly::client::Client;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::database::{Backend, TestDatabase, pg_admin_url};
+use support::bench::{
+    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, cluster_body, command_line, commit_and_state, database_statements,
+    load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss,
+};
+use support::database::{TestDatabase, pg_admin_url};
 use support::ingress::{connect_relay_with_bearer_at, register, registration};
 use support::node_agent::NodeAgent;
 use support::process::{Scratch, start_with};
-
-type BenchResult<T> = Result<T, String>;
 
 /// Client counts of the load table.
 const CLIENT_COUNTS: [usize; 3] = [1, 16, 64];
@@ -54,6 +54,8 @@ const WIDE: &str = "wide";
 const DEEP: &str = "deep";
 /// Concurrent requests while seeding.
 const SEED_CONCURRENCY: usize = 16;
+const BEGIN_MARKER: &str = "<!-- load-report:begin -->";
+const END_MARKER: &str = "<!-- load-report:end -->";
 
 fn measured_seconds() -> u64 {
     std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(4)
@@ -76,14 +78,6 @@ impl Phase {
     fn per_second(&self) -> f64 {
         self.operations as f64 / self.seconds
     }
-}
-
-fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
-    if sorted_micros.is_empty() {
-        return 0.0;
-    }
-    let rank = ((percent / 100.0) * sorted_micros.len() as f64).ceil() as usize;
-    sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
 }
 
 /// One kind of operation, sent by `clients` concurrent clients; `operate(client, n)` performs the
@@ -132,98 +126,26 @@ async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid:
     })
 }
 
-/// Resets the kernel's peak-RSS mark of `pid` (`clear_refs` value 5), so a phase reads its own peak.
-fn reset_peak_rss(pid: u32) {
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-}
-
-/// `VmHWM` of `pid` in MiB.
-fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
 // ---------------------------------------------------------------------------------------------
 // pgbench on the same server.
 
-/// The pgbench table: one row per client (`:client_id`), as the designate clients each have a chain.
-const PGBENCH_TABLE: &str =
-    "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
-INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
-const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
+/// A single-row select of the pgbench table.
 const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
 
-/// Runs `script` with pgbench `-M prepared` at `clients` clients against `database_url`.
+/// Runs `script` with pgbench at `clients` clients against `database_url` for the measured seconds.
 fn pgbench(database_url: &str, scratch: &Path, name: &str, script: &str, clients: usize) -> BenchResult<Phase> {
-    let dir = scratch.join(format!("pgbench-{name}-{clients}"));
-    std::fs::create_dir_all(&dir).map_err(|error| format!("pgbench dir: {error}"))?;
-    let script_path = dir.join("script.sql");
-    std::fs::write(&script_path, script).map_err(|error| format!("pgbench script: {error}"))?;
-    let output = Command::new("pgbench")
-        .current_dir(&dir)
-        .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
-        .args(["-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
-        .args(["-T", &measured_seconds().to_string(), "-f"])
-        .arg(&script_path)
-        .arg(database_url)
-        .output()
-        .map_err(|error| format!("pgbench cannot run (is it installed?): {error}"))?;
-    if !output.status.success() {
-        return Err(format!("pgbench failed: {}", String::from_utf8_lossy(&output.stderr)));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let processed = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("number of transactions actually processed: "))
-        .and_then(|rest| rest.split(['/', ' ']).next()?.parse::<usize>().ok())
-        .ok_or_else(|| format!("pgbench printed no transaction count:\n{stdout}"))?;
-    // Per-transaction logs: `client transaction latency_us script epoch epoch_us`.
-    let mut latencies = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(|error| format!("pgbench logs: {error}"))? {
-        let path = entry.map_err(|error| format!("pgbench logs: {error}"))?.path();
-        if path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("tx")) {
-            let text = std::fs::read_to_string(&path).map_err(|error| format!("pgbench log: {error}"))?;
-            latencies.extend(text.lines().filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()));
-        }
-    }
-    latencies.sort_unstable();
+    let run = support::bench::pgbench(database_url, scratch, name, script, clients, measured_seconds())?;
     Ok(Phase {
-        operations: processed,
-        seconds: measured_seconds() as f64,
-        p50_ms: percentile_ms(&latencies, 50.0),
-        p99_ms: percentile_ms(&latencies, 99.0),
+        operations: run.transactions,
+        seconds: run.seconds,
+        p50_ms: run.p50_ms,
+        p99_ms: run.p99_ms,
         peak_rss_mib: None,
     })
 }
 
 // ---------------------------------------------------------------------------------------------
 // The world, built over the wire.
-
-struct Admin {
-    client: Client,
-    identity: Value,
-}
-
-impl Admin {
-    async fn call(&self, method: &str, mut request: Value) -> BenchResult<Value> {
-        request["identity"] = self.identity.clone();
-        self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
-    }
-}
-
-fn cluster_body(cluster: &str) -> Value {
-    json!({ "cluster": {
-        "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
-        "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
-    }, "expectedRevision": null })
-}
-
-fn node_body(cluster: &str, node: &str, rotate: bool) -> Value {
-    json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] },
-            "rotateCredential": rotate })
-}
 
 fn ingress_spec(cluster: &str, nodes: &[String]) -> Value {
     json!({ "spec": {
@@ -573,32 +495,13 @@ async fn clusters_row(
     Ok((count, run_phase(designate, SCALE_CLIENTS, pid).await?, run_phase(get, SCALE_CLIENTS, pid).await?))
 }
 
-async fn database_statements(url: &str, statements: &'static str) -> BenchResult<()> {
-    use sqlx::{Connection as _, Executor as _};
-    let mut connection = sqlx::PgConnection::connect(url).await.map_err(|error| format!("connect: {error}"))?;
-    connection.execute(statements).await.map_err(|error| format!("pgbench table: {error}"))?;
-    connection.close().await.ok();
-    Ok(())
-}
-
-fn command_line(program: &str, args: &[&str]) -> String {
-    Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
 fn rss(phase: &Phase) -> String {
     phase.peak_rss_mib.map_or_else(|| "–".to_owned(), |mib| format!("{mib:.1}"))
 }
 
 fn render(report: &Report, load_before: &str) -> String {
     let mut text = String::new();
-    let commit = command_line("git", &["rev-parse", "--short", "HEAD"]);
-    let dirty = if command_line("git", &["status", "--porcelain"]).is_empty() { "" } else { " (uncommitted changes)" };
+    let (commit, dirty) = commit_and_state();
     let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
     text.push_str(&format!(
         "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench load` ({} s per phase; \
@@ -661,17 +564,11 @@ fn render(report: &Report, load_before: &str) -> String {
     text
 }
 
+fn write_section(section: &str) -> BenchResult<PathBuf> {
+    support::bench::write_section(BEGIN_MARKER, END_MARKER, "## Load and scale report (`benches/load.rs`)", section)
+}
+
 fn main() -> ExitCode {
-    report::run_report(
-        "load",
-        "load-report",
-        "## Load and scale report (`benches/load.rs`)",
-        |load_before| async move {
-            let database = TestDatabase::create(Backend::Postgres).await;
-            let scratch = Scratch::new("cloudly-load");
-            let outcome = run(&database, &scratch).await;
-            database.drop_now().await;
-            Ok(render(&outcome?, &load_before))
-        },
-    )
+    let load_before = load_average();
+    report_main("load", run, |report| render(report, &load_before), write_section)
 }

@@ -22,8 +22,6 @@
 //! `projection-store` markers of `docs/benchmarks.md`, with the store's statements during (a)
 //! (`cloudly_store_operation_duration_seconds`).
 
-#[path = "support/report.rs"]
-mod report;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -36,6 +34,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use support::bench;
 use support::database::Backend;
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{TestService, designation_request, reference_of};
@@ -46,8 +45,10 @@ const ROUNDS: usize = 5;
 const CHANGES: u16 = 10;
 /// Nodes of the wide cluster of (b) and (c).
 const NODES: usize = 1_000;
-/// The heading of this report's section of `docs/benchmarks.md`.
+/// The heading and markers of this report's section of `docs/benchmarks.md`.
 const HEADING: &str = "## The projection issuer over a real store (`benches/projection_store.rs`)";
+const BEGIN_MARKER: &str = "<!-- projection-store:begin -->";
+const END_MARKER: &str = "<!-- projection-store:end -->";
 
 type BenchResult<T> = Result<T, String>;
 
@@ -333,7 +334,7 @@ fn render(reports: &mut [StoreReport], load_before: &str) -> String {
         "### Results — {} (written by `cargo bench --bench projection_store`)\n\n\
          Load average before the run: {load_before}. Median and worst of the samples, in ms.\n\n\
          | store | case | samples | median | worst | target |\n| --- | --- | --- | --- | --- | --- |\n",
-        report::now_utc()
+        bench::command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
     ));
     for report in reports.iter_mut() {
         for (withdrawals, samples) in &mut report.maximal.by_withdrawals {
@@ -376,7 +377,8 @@ fn render(reports: &mut [StoreReport], load_before: &str) -> String {
 }
 
 fn main() -> ExitCode {
-    report::run_report("projection_store", "projection-store", HEADING, |load_before| async move {
+    let load_before = bench::load_average();
+    let measure = async move || {
         let mut reports = Vec::new();
         let stores = std::env::var("CLOUDLY_BENCH_STORES").unwrap_or_else(|_| "postgres,sqlite".to_owned());
         for (backend, key, name) in
@@ -390,5 +392,8 @@ fn main() -> ExitCode {
             println!("{name}: measured in {:.0} s", started.elapsed().as_secs_f64());
         }
         Ok(render(&mut reports, &load_before))
+    };
+    bench::measure_main("projection_store", measure, |section| {
+        bench::write_section(BEGIN_MARKER, END_MARKER, HEADING, &format!("{section}\n"))
     })
 }

@@ -52,6 +52,7 @@ macro_rules! on_both_stores {
     };
 }
 
+pub mod bench;
 pub mod database;
 pub mod ingress;
 pub mod node_agent;

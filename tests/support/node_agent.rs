@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -54,7 +54,7 @@ pub struct NodeVolumes {
     held: Mutex<BTreeMap<String, (u64, String, String)>>,
     imported: Mutex<BTreeSet<String>>,
     script: Mutex<VecDeque<ClaimReply>>,
-    received: Mutex<Vec<Value>>,
+    received: Mutex<Vec<(SystemTime, Value)>>,
 }
 
 impl NodeVolumes {
@@ -74,6 +74,12 @@ impl NodeVolumes {
 
     /// Every `applyRuntimeLocalStorageClaim` request received, in order.
     pub fn received(&self) -> Vec<Value> {
+        self.received.lock().unwrap().iter().map(|(_, request)| request.clone()).collect()
+    }
+
+    /// Every `applyRuntimeLocalStorageClaim` request received with the wall-clock time its frame
+    /// was read, in order.
+    pub fn received_with_times(&self) -> Vec<(SystemTime, Value)> {
         self.received.lock().unwrap().clone()
     }
 
@@ -109,7 +115,7 @@ impl NodeVolumes {
 
     /// The answer to one push: `Ok(response)`, `Err(())` for an error, `None` for none.
     fn reply(&self, request: &Value) -> Option<Result<Value, ()>> {
-        self.received.lock().unwrap().push(request.clone());
+        self.received.lock().unwrap().push((SystemTime::now(), request.clone()));
         let claim = &request["claim"];
         let reply = self.script.lock().unwrap().pop_front().unwrap_or(ClaimReply::Honest);
         match reply {
@@ -155,7 +161,10 @@ impl NodeAgent {
     /// Connects to `/typedsocket` of the controller at `base_url` as a node holding `volumes`.
     pub async fn connect_holding(base_url: &str, volumes: Arc<NodeVolumes>) -> NodeAgent {
         let url = format!("{}/typedsocket", base_url.replacen("http://", "ws://", 1));
-        let (socket, _) = tokio_tungstenite::connect_async(url).await.expect("connect the node agent");
+        // Without Nagle, as a node answering requests runs: an answer is not held back until the
+        // controller acknowledges the agent's previous frame.
+        let (socket, _) =
+            tokio_tungstenite::connect_async_with_config(url, None, true).await.expect("connect the node agent");
         let (mut sink, mut stream) = socket.split();
         let (outgoing, mut outgoing_rx) = mpsc::unbounded_channel::<Message>();
         let pending: Pending = Arc::default();

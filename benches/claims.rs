@@ -1,0 +1,494 @@
+//! Storage claims report (a benchmark, not a timed test): one command, `cargo bench --bench
+//! claims`, measures a real `cloudly serve` process on PostgreSQL issuing runtime local storage
+//! claims from service specs and pushing them with `applyRuntimeLocalStorageClaim` to [`NODES`]
+//! connected test node agents, and rewrites the section between the `claims-report` markers of
+//! `docs/benchmarks.md`.
+//!
+//! One cluster has [`NODES`] nodes, each with a node agent on `/typedsocket` whose session is
+//! open and which answers claim pushes as an honest node does (`accepted` / `ready` for the
+//! `empty` volumes put here). Services are then put by admin clients, each service with one
+//! replica pinned to one node and one node-local volume of its own id, round-robin over the
+//! nodes: first [`SERIAL_SERVICES`] by one client, then [`claim_count`] by [`PUT_CLIENTS`]
+//! concurrent clients, then [`SERIAL_SERVICES`] more by one client (the cost of one put in the
+//! fuller cluster). Per claim the bench takes the time the put was sent and answered, the
+//! claim's `issuedAt` and the node's `answeredAt` from `listRuntimeLocalStorageClaims`, the time
+//! the node agent read the push, and the time of the server's `claim answer recorded` log line
+//! (written once the answer is stored); it reports claims pushed and acknowledged per second and
+//! p50/p99 of each stretch. `pgbench -M prepared` runs a guarded one-row update at the same client
+//! count on the same server in the same run, as a floor.
+//!
+//! Every put must be accepted, every claim pushed exactly once to its own node, answered
+//! `accepted` / `ready` and recorded with no fault; anything else fails the run. PostgreSQL:
+//! `CLOUDLY_TEST_PG_ADMIN_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the bench
+//! creates its own database and drops it. `CLOUDLY_BENCH_CLAIMS` sets the concurrent phase's
+//! claims (default 400), `CLOUDLY_BENCH_SECONDS` pgbench's seconds (default 4).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::bench::{
+    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, PgbenchRun, cluster_body, command_line, commit_and_state,
+    database_statements, node_body, peak_rss_mib, percentile_ms, pgbench, report_main, reset_peak_rss, write_section,
+};
+use support::database::{TestDatabase, pg_admin_url};
+use support::node_agent::{NodeAgent, NodeVolumes};
+use support::process::{Scratch, Serving, start_with};
+
+/// Nodes of the cluster, each with a connected node agent.
+const NODES: usize = 200;
+/// Admin clients putting services at once in the concurrent phase.
+const PUT_CLIENTS: usize = 8;
+/// Services put one at a time before and after the concurrent phase.
+const SERIAL_SERVICES: usize = 40;
+/// Requests in flight while the nodes are created and connected.
+const SEED_CONCURRENCY: usize = 16;
+/// The cluster.
+const CLUSTER: &str = "claims";
+/// How long the bench waits for every claim of a phase to be pushed and its answer recorded.
+const ACK_DEADLINE: Duration = Duration::from_secs(180);
+const BEGIN_MARKER: &str = "<!-- claims-report:begin -->";
+const END_MARKER: &str = "<!-- claims-report:end -->";
+const HEADING: &str = "## Storage claims pushed to 200 nodes (`benches/claims.rs`)";
+
+/// Claims of the concurrent phase.
+fn claim_count() -> usize {
+    std::env::var("CLOUDLY_BENCH_CLAIMS").ok().and_then(|text| text.parse().ok()).unwrap_or(400)
+}
+
+fn pgbench_seconds() -> u64 {
+    std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(4)
+}
+
+/// Microseconds since the Unix epoch (the server stamps `issuedAt` and `answeredAt` with the same
+/// clock, in milliseconds).
+fn unix_micros(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as u64)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cluster, built over the wire.
+
+fn node_name(index: usize) -> String {
+    format!("node-{}", index + 1)
+}
+
+/// One node: its agent (kept so the socket stays open) and what it received.
+struct Node {
+    _agent: NodeAgent,
+    volumes: Arc<NodeVolumes>,
+}
+
+/// Creates the organization, the cluster and its [`NODES`] nodes, and connects an agent for each
+/// with an open session.
+async fn build_cluster(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Vec<Node>> {
+    admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    admin.call("putCluster", cluster_body(CLUSTER)).await?;
+    let nodes = futures_util::stream::iter(0..NODES)
+        .map(|index| {
+            let admin = admin.clone();
+            let base_url = base_url.to_owned();
+            async move { connect_node(&admin, &base_url, &node_name(index)).await }
+        })
+        .buffered(SEED_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    nodes.into_iter().collect()
+}
+
+/// Creates `node` with a fresh credential, connects its agent and opens its session.
+async fn connect_node(admin: &Admin, base_url: &str, node: &str) -> BenchResult<Node> {
+    let created = admin.call("putClusterNode", node_body(CLUSTER, node, true)).await?;
+    let bearer = created["bearer"].as_str().ok_or_else(|| format!("putClusterNode {node}: no bearer: {created}"))?;
+    let volumes = NodeVolumes::new();
+    let agent = NodeAgent::connect_holding(base_url, volumes.clone()).await;
+    agent
+        .call("openRuntimeSession", json!({ "clusterId": CLUSTER, "nodeId": node, "bearer": bearer }))
+        .await
+        .map_err(|error| format!("openRuntimeSession {node}: {} {}", error.text, error.data))?;
+    Ok(Node { _agent: agent, volumes })
+}
+
+/// Service `svc-<index>`: one replica on node `index mod NODES`, one empty node-local volume
+/// `vol-<index>`.
+fn service_spec(index: usize) -> Value {
+    json!({ "spec": {
+        "clusterId": CLUSTER, "serviceId": format!("svc-{index}"), "organizationId": "org",
+        "image": "registry.example/db:16.4", "replicas": 1,
+        "placement": { "nodeIds": [node_name(index % NODES)] },
+        "ports": [{ "protocol": "tcp", "port": 5432 }],
+        "environment": [{ "name": "LOG_LEVEL", "value": "info" }],
+        "volumes": [{
+            "id": format!("vol-{index}"), "mountPath": format!("/var/lib/svc-{index}"), "readOnly": false,
+            "driver": "local", "driverOptions": [], "mountOptions": [],
+            "initialization": { "kind": "empty", "ownership": { "uid": 1000, "gid": 1000, "mode": 0o750 } },
+        }],
+    }, "expectedRevision": null })
+}
+
+// ---------------------------------------------------------------------------------------------
+// One phase: puts, then every claim pushed and its answer recorded.
+
+/// One put: when it was sent and how long its answer took.
+struct Put {
+    sent_micros: u64,
+    took_micros: u64,
+}
+
+/// What one phase measured, per stretch sorted microseconds.
+struct Phase {
+    clients: usize,
+    claims: usize,
+    /// First put sent → last answer stored.
+    seconds: f64,
+    /// Put sent → put answered.
+    put: Vec<u64>,
+    put_to_stored: Vec<u64>,
+    put_to_issued: Vec<u64>,
+    issued_to_received: Vec<u64>,
+    received_to_answered: Vec<u64>,
+    received_to_stored: Vec<u64>,
+    peak_rss_mib: Option<f64>,
+}
+
+impl Phase {
+    fn per_second(&self) -> f64 {
+        self.claims as f64 / self.seconds
+    }
+}
+
+/// Puts services `from..to` with `clients` concurrent admin clients (each a client of its own),
+/// waits until each claim is pushed and its answer recorded, and measures.
+async fn run_phase(
+    admin: &Arc<Admin>,
+    server: &Serving,
+    nodes: &[Node],
+    (from, to): (usize, usize),
+    clients: usize,
+    server_pid: u32,
+) -> BenchResult<Phase> {
+    reset_peak_rss(server_pid);
+    let next = Arc::new(AtomicUsize::new(from));
+    let puts = Arc::new(Mutex::new(HashMap::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (next, puts) = (next.clone(), puts.clone());
+        let client = Admin { client: server.client(), identity: admin.identity.clone() };
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= to {
+                    return Ok::<_, String>(());
+                }
+                let sent = SystemTime::now();
+                let started = Instant::now();
+                let answer = client.call("putServiceRuntimeSpec", service_spec(index)).await?;
+                let took_micros = started.elapsed().as_micros() as u64;
+                if answer["spec"]["serviceId"] != json!(format!("svc-{index}"))
+                    || answer["spec"]["revision"] != json!(1)
+                {
+                    return Err(format!("putServiceRuntimeSpec svc-{index}: not a first revision: {answer}"));
+                }
+                puts.lock().unwrap().insert(index, Put { sent_micros: unix_micros(sent), took_micros });
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|error| format!("a put client panicked: {error}"))??;
+    }
+    let puts = std::mem::take(&mut *puts.lock().unwrap());
+    let received = await_pushes(nodes, to).await?;
+    let answers = await_answers(admin, to).await?;
+    let stored = await_stored(server, to).await?;
+    let peak_rss_mib = peak_rss_mib(server_pid);
+
+    let mut phase = Phase {
+        clients,
+        claims: to - from,
+        seconds: 0.0,
+        put: Vec::new(),
+        put_to_stored: Vec::new(),
+        put_to_issued: Vec::new(),
+        issued_to_received: Vec::new(),
+        received_to_answered: Vec::new(),
+        received_to_stored: Vec::new(),
+        peak_rss_mib,
+    };
+    let (mut first_sent, mut last_stored) = (u64::MAX, 0);
+    for index in from..to {
+        let put = &puts[&index];
+        let (claim_id, received_micros) = &received[&index];
+        let (issued_micros, answered_micros) = answers[&index];
+        let stored_micros = *stored.get(claim_id).ok_or_else(|| format!("no stored answer of svc-{index}"))?;
+        if stored_micros < answered_micros || stored_micros < *received_micros {
+            return Err(format!("svc-{index}: the answer was stored before it was taken; the clocks disagree"));
+        }
+        first_sent = first_sent.min(put.sent_micros);
+        last_stored = last_stored.max(stored_micros);
+        phase.put.push(put.took_micros);
+        phase.put_to_stored.push(stored_micros - put.sent_micros);
+        // `issuedAt` and `answeredAt` are whole milliseconds (rounded down): a stretch that starts
+        // or ends on one reads up to 1 ms off, never less than zero.
+        phase.put_to_issued.push(issued_micros.saturating_sub(put.sent_micros));
+        phase.issued_to_received.push(received_micros.saturating_sub(issued_micros));
+        phase.received_to_answered.push(answered_micros.saturating_sub(*received_micros));
+        phase.received_to_stored.push(stored_micros - received_micros);
+    }
+    phase.seconds = last_stored.saturating_sub(first_sent) as f64 / 1e6;
+    for stretch in [
+        &mut phase.put,
+        &mut phase.put_to_stored,
+        &mut phase.put_to_issued,
+        &mut phase.issued_to_received,
+        &mut phase.received_to_answered,
+        &mut phase.received_to_stored,
+    ] {
+        stretch.sort_unstable();
+    }
+    Ok(phase)
+}
+
+/// The service index of a pushed or listed claim (`serviceId` `svc-<index>`).
+fn service_index(claim: &Value) -> BenchResult<usize> {
+    claim["serviceId"]
+        .as_str()
+        .and_then(|service| service.strip_prefix("svc-"))
+        .and_then(|index| index.parse().ok())
+        .ok_or_else(|| format!("a claim of an unknown service: {claim}"))
+}
+
+/// Waits until the nodes together received `total` pushes; checks each went to its own node
+/// once, and answers service index → (claim id, microseconds when the node read the push).
+async fn await_pushes(nodes: &[Node], total: usize) -> BenchResult<HashMap<usize, (String, u64)>> {
+    let deadline = Instant::now() + ACK_DEADLINE;
+    loop {
+        let count: usize = nodes.iter().map(|node| node.volumes.received_with_times().len()).sum();
+        if count > total {
+            return Err(format!("{count} claim pushes for {total} claims: a claim was pushed again"));
+        }
+        if count == total {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{count} of {total} claims pushed within {ACK_DEADLINE:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut received = HashMap::new();
+    for (node_index, node) in nodes.iter().enumerate() {
+        for (at, request) in node.volumes.received_with_times() {
+            let claim = &request["claim"];
+            let index = service_index(claim)?;
+            if index % NODES != node_index || claim["nodeId"] != json!(node_name(node_index)) {
+                return Err(format!("the claim of svc-{index} was pushed to {}", node_name(node_index)));
+            }
+            let claim_id = claim["id"].as_str().ok_or_else(|| format!("a pushed claim without id: {claim}"))?;
+            if received.insert(index, (claim_id.to_owned(), unix_micros(at))).is_some() {
+                return Err(format!("the claim of svc-{index} was pushed twice"));
+            }
+        }
+    }
+    Ok(received)
+}
+
+/// Waits until `listRuntimeLocalStorageClaims` shows the first `total` services' claims, each
+/// generation 1 answered `accepted` / `ready` with no fault; answers service index →
+/// (`issuedAt`, `answeredAt`) in microseconds.
+async fn await_answers(admin: &Admin, total: usize) -> BenchResult<HashMap<usize, (u64, u64)>> {
+    let deadline = Instant::now() + ACK_DEADLINE;
+    loop {
+        let listed = admin.call("listRuntimeLocalStorageClaims", json!({ "clusterId": CLUSTER })).await?;
+        let listings = listed["claims"].as_array().ok_or_else(|| format!("no claims listed: {listed}"))?;
+        let mut answers = HashMap::new();
+        for listing in listings {
+            let claim = &listing["claim"];
+            let index = service_index(claim)?;
+            if listing["faults"]["count"] != json!(0) || !listing["resolution"].is_null() {
+                return Err(format!("the claim of svc-{index} has a fault or a decision: {listing}"));
+            }
+            if claim["generation"] != json!(1) || claim["lifecycle"] != "bound" {
+                return Err(format!("the claim of svc-{index} is not a first bound generation: {listing}"));
+            }
+            let node = &listing["node"];
+            if node.is_null() {
+                continue;
+            }
+            if node["generation"] != json!(1) || node["status"] != "accepted" || node["state"] != "ready" {
+                return Err(format!("the claim of svc-{index} was answered otherwise: {listing}"));
+            }
+            let stamp = |value: &Value| value.as_u64().map(|millis| millis * 1000);
+            let (Some(issued), Some(answered)) = (stamp(&listing["issuedAt"]), stamp(&node["answeredAt"])) else {
+                return Err(format!("the claim of svc-{index} has no issue or answer time: {listing}"));
+            };
+            answers.insert(index, (issued, answered));
+        }
+        if listings.len() > total {
+            return Err(format!("{} claims listed for {total} services", listings.len()));
+        }
+        if answers.len() == total {
+            return Ok(answers);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} of {total} claim answers recorded within {ACK_DEADLINE:?}", answers.len()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the server's log holds `total` `claim answer recorded` lines (each written once
+/// its answer is stored); answers claim id → the line's time in microseconds.
+async fn await_stored(server: &Serving, total: usize) -> BenchResult<HashMap<String, u64>> {
+    let deadline = Instant::now() + ACK_DEADLINE;
+    loop {
+        let mut stored = HashMap::new();
+        for line in server.log().lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line) else { continue };
+            if event["message"] != "claim answer recorded" {
+                continue;
+            }
+            let (Some(claim), Some(at)) = (event["claim"].as_str(), event["timestamp"].as_str()) else {
+                return Err(format!("a claim answer log line without claim or time: {line}"));
+            };
+            let at = rfc3339_micros(at).ok_or_else(|| format!("a log time that does not read: {line}"))?;
+            if stored.insert(claim.to_owned(), at).is_some() {
+                return Err(format!("the answer of claim {claim} was recorded twice"));
+            }
+        }
+        if stored.len() >= total {
+            return Ok(stored);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} of {total} stored claim answers logged within {ACK_DEADLINE:?}", stored.len()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Microseconds since the Unix epoch of a UTC RFC 3339 time (`2026-12-04T15:18:48.123456Z`).
+fn rfc3339_micros(text: &str) -> Option<u64> {
+    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(|part| part.parse::<i64>().ok());
+    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
+    let mut clock = clock.splitn(3, ':').map(|part| part.parse::<i64>().ok());
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(6).collect();
+    let micros: i64 = digits.parse().ok()?;
+    // Days since 1970-01-01 of a proleptic Gregorian date (years counted from March).
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    u64::try_from(seconds * 1_000_000 + micros).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run and the report.
+
+struct Report {
+    /// Each phase's name and what it measured.
+    phases: Vec<(String, Phase)>,
+    cas: PgbenchRun,
+}
+
+async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> {
+    // The serving line, and one line per stored claim answer.
+    let log_filter = "warn,cloudly::server=info,cloudly::domain::storage_claims=info";
+    let server = start_with(&scratch.join("data"), &database.url, &[("RUST_LOG", log_filter)]).serving();
+    let pid = server.pid();
+    let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
+    database_statements(&database.url, PGBENCH_TABLE).await?;
+    let nodes = build_cluster(&admin, &server.base_url).await?;
+    // The reconciles and status refreshes the session opens scheduled settle first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let concurrent_end = SERIAL_SERVICES + claim_count();
+    let mut phases = Vec::new();
+    for (from, to, clients) in [
+        (0, SERIAL_SERVICES, 1),
+        (SERIAL_SERVICES, concurrent_end, PUT_CLIENTS),
+        (concurrent_end, concurrent_end + SERIAL_SERVICES, 1),
+    ] {
+        let kind = if clients == 1 { "serial" } else { "concurrent" };
+        let name = format!("{kind}, services {}–{to}", from + 1);
+        phases.push((name, run_phase(&admin, &server, &nodes, (from, to), clients, pid).await?));
+    }
+    let cas = pgbench(&database.url, &scratch.0, "cas", PGBENCH_CAS, PUT_CLIENTS, pgbench_seconds())?;
+    drop(nodes);
+    server.terminate();
+    Ok(Report { phases, cas })
+}
+
+fn stretch(name: &str, sorted_micros: &[u64]) -> String {
+    format!(
+        "| {name} | {:.1} | {:.1} | {:.1} |\n",
+        percentile_ms(sorted_micros, 50.0),
+        percentile_ms(sorted_micros, 99.0),
+        percentile_ms(sorted_micros, 100.0),
+    )
+}
+
+fn render(report: &Report, uptime_before: &str) -> String {
+    let (commit, dirty) = commit_and_state();
+    let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
+    let cas = &report.cas;
+    let mut text = format!(
+        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench claims` (PostgreSQL \
+         {postgres} on this machine, {} CPUs; `uptime` before the run: `{uptime_before}`). Claims/s = claims \
+         of the phase ÷ (last ack stored − first put sent); ratio = claims/s ÷ pgbench cas tps at \
+         {PUT_CLIENTS} clients ({:.0} tps, p50 {:.2} ms, p99 {:.2} ms, {} s).\n\n\
+         | phase | put clients | claims | claims pushed + acked/s | ratio to pgbench cas | peak RSS MiB |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        std::thread::available_parallelism().map_or(0, |cores| cores.get()),
+        cas.per_second(),
+        cas.p50_ms,
+        cas.p99_ms,
+        pgbench_seconds(),
+    );
+    for (name, phase) in &report.phases {
+        text.push_str(&format!(
+            "| {name} | {} | {} | {:.1} | {:.4} | {} |\n",
+            phase.clients,
+            phase.claims,
+            phase.per_second(),
+            phase.per_second() / cas.per_second(),
+            phase.peak_rss_mib.map_or_else(|| "–".to_owned(), |mib| format!("{mib:.1}")),
+        ));
+    }
+    for (name, phase) in &report.phases {
+        text.push_str(&format!(
+            "\nLatencies of phase {name} ({} claims, {} put client{}):\n\n\
+             | stretch | p50 ms | p99 ms | max ms |\n| --- | ---: | ---: | ---: |\n",
+            phase.claims,
+            phase.clients,
+            if phase.clients == 1 { "" } else { "s" },
+        ));
+        text.push_str(&stretch("put sent → put answered", &phase.put));
+        text.push_str(&stretch("**put sent → node's ack stored**", &phase.put_to_stored));
+        text.push_str(&stretch("put sent → claim issued (`issuedAt`)", &phase.put_to_issued));
+        text.push_str(&stretch("claim issued → push read by the node", &phase.issued_to_received));
+        text.push_str(&stretch("push read by the node → ack taken (`answeredAt`)", &phase.received_to_answered));
+        text.push_str(&stretch("**push read by the node → ack stored**", &phase.received_to_stored));
+    }
+    text
+}
+
+fn main() -> ExitCode {
+    let uptime_before = command_line("uptime", &[]);
+    report_main(
+        "claims",
+        run,
+        |report| render(report, &uptime_before),
+        |section| write_section(BEGIN_MARKER, END_MARKER, HEADING, section),
+    )
+}
