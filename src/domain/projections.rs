@@ -61,12 +61,13 @@ use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
 use crate::store::projections::{
-    AppliedOutcome, GrantedDestination, IssuedProjection, ProjectionFacts, ProjectionHead, StoredProjection,
+    AppliedOutcome, GrantedDestination, IssuedProjection, LockedProjections, ProjectionFacts, ProjectionHead,
+    StoredProjection,
 };
 use crate::store::relays::RouteBackend;
 use crate::store::{ChangeKind, MissingKind, SharedStore};
 use sha2::{Digest as _, Sha256};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The `kinds` of `pushRuntimeChanged` that a changed projection sends.
@@ -386,6 +387,64 @@ pub struct ProjectionIssuer {
     /// The clusters whose last issue in this process failed: a read issues them again before it
     /// answers, and the sweep retries them.
     owed: Mutex<BTreeSet<Id>>,
+    /// The generations this process issued or read last, so the next one is built without
+    /// reading its node's head back while it still is the head.
+    heads: Mutex<HeadCache>,
+}
+
+/// The most a [`HeadCache`] holds, counted in endpoints, retired leases, grants and withdrawals
+/// (about 300 bytes each in memory): two maximal projections are about 18 000.
+const HEAD_CACHE_CAPACITY: usize = 200_000;
+
+/// Signed projections by cluster and node, up to [`HEAD_CACHE_CAPACITY`]. An entry is used only
+/// while its reference (generation and digest, which names the content) is the node's head as
+/// read under the cluster's lock, so another process's issue makes it unused, never wrong.
+#[derive(Default)]
+struct HeadCache {
+    entries: HashMap<(Id, NodeId), Arc<Signed<RuntimeNetworkProjection>>>,
+    held: usize,
+}
+
+impl HeadCache {
+    fn weight(projection: &RuntimeNetworkProjection) -> usize {
+        let ingress = projection.workload_ingress.as_ref();
+        1 + projection.endpoints.len()
+            + projection.retired_leases.len()
+            + ingress.map_or(0, |ingress| ingress.grants.len() + ingress.withdrawals.len())
+    }
+
+    /// The cached generation of the node when it is `head`.
+    fn get(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+        head: &AuthorityReference,
+    ) -> Option<Arc<Signed<RuntimeNetworkProjection>>> {
+        self.entries
+            .get(&(cluster_id.clone(), node_id.clone()))
+            .filter(|signed| signed.payload.reference() == *head)
+            .cloned()
+    }
+
+    /// Keeps `signed` as the node's generation, making room by dropping other entries.
+    fn put(&mut self, cluster_id: &Id, signed: Arc<Signed<RuntimeNetworkProjection>>) {
+        let key = (cluster_id.clone(), signed.payload.node_id.clone());
+        if let Some(old) = self.entries.remove(&key) {
+            self.held -= Self::weight(&old.payload);
+        }
+        let weight = Self::weight(&signed.payload);
+        if weight > HEAD_CACHE_CAPACITY {
+            return;
+        }
+        while self.held + weight > HEAD_CACHE_CAPACITY {
+            let Some(victim) = self.entries.keys().next().cloned() else { break };
+            if let Some(old) = self.entries.remove(&victim) {
+                self.held -= Self::weight(&old.payload);
+            }
+        }
+        self.held += weight;
+        self.entries.insert(key, signed);
+    }
 }
 
 impl ProjectionIssuer {
@@ -398,7 +457,15 @@ impl ProjectionIssuer {
         controller: ControllerReference,
         route_tables: Arc<RouteTableWatch>,
     ) -> Self {
-        ProjectionIssuer { store, clock, signing, controller, route_tables, owed: Mutex::default() }
+        ProjectionIssuer {
+            store,
+            clock,
+            signing,
+            controller,
+            route_tables,
+            owed: Mutex::default(),
+            heads: Mutex::default(),
+        }
     }
 
     /// Issues every affected node's next generation and judges the route backends again; tells
@@ -421,12 +488,11 @@ impl ProjectionIssuer {
         };
         let authority = ProtectedAuthorityReference::of(&stored.authority);
         let affected = affected_nodes(&facts, &self.controller);
-        let node_ids: Vec<NodeId> = affected.iter().map(|inputs| inputs.node_id.clone()).collect();
-        let current = locked.current(&node_ids).await?;
+        let current = self.current_heads(cluster_id, &facts, &affected, &mut *locked).await?;
         let issued_at = self.clock.now_ms();
         let mut issued = Vec::new();
         for inputs in &affected {
-            let previous = current.iter().find(|stored| stored.signed.payload.node_id == inputs.node_id);
+            let previous = current.get(&inputs.node_id);
             match next_projection(inputs, &authority, cluster_id, &self.controller, previous) {
                 Ok(Some(next)) => {
                     let granted = next
@@ -459,6 +525,12 @@ impl ProjectionIssuer {
             locked.replace_backends(&backends).await?;
         }
         locked.commit().await?;
+        {
+            let mut heads = self.lock_heads();
+            for issued in &issued {
+                heads.put(cluster_id, Arc::new(issued.signed.clone()));
+            }
+        }
         if backends_changed {
             self.route_tables.changed(cluster_id);
         }
@@ -468,6 +540,45 @@ impl ProjectionIssuer {
         }
         notify_nodes_changed(&self.store, cluster_id, nodes.clone(), &[ChangeKind::Projection]).await;
         Ok(nodes)
+    }
+
+    /// The current generation of each affected node that has one, with its reported
+    /// application: from the cache when it holds the head the facts name, else read under the
+    /// lock (and cached).
+    async fn current_heads(
+        &self,
+        cluster_id: &Id,
+        facts: &ProjectionFacts,
+        affected: &[NodeInputs],
+        locked: &mut dyn LockedProjections,
+    ) -> Result<BTreeMap<NodeId, StoredProjection>, DomainError> {
+        let heads: BTreeMap<&NodeId, &ProjectionHead> = facts.heads.iter().map(|head| (&head.node_id, head)).collect();
+        let mut current = BTreeMap::new();
+        let mut unread = Vec::new();
+        {
+            let cache = self.lock_heads();
+            for inputs in affected {
+                let Some(head) = heads.get(&inputs.node_id) else { continue };
+                match cache.get(cluster_id, &inputs.node_id, &head.reference) {
+                    Some(signed) => {
+                        let stored = StoredProjection { signed: (*signed).clone(), applied: head.applied.clone() };
+                        current.insert(inputs.node_id.clone(), stored);
+                    }
+                    None => unread.push(inputs.node_id.clone()),
+                }
+            }
+        }
+        let read = locked.current(&unread).await?;
+        let mut cache = self.lock_heads();
+        for stored in read {
+            cache.put(cluster_id, Arc::new(stored.signed.clone()));
+            current.insert(stored.signed.payload.node_id.clone(), stored);
+        }
+        Ok(current)
+    }
+
+    fn lock_heads(&self) -> std::sync::MutexGuard<'_, HeadCache> {
+        self.heads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Issues, best effort: a failure is logged and the cluster is owed an issue (the next read
@@ -578,5 +689,64 @@ impl Controller {
             applied: current.as_ref().and_then(|stored| stored.applied.clone()),
             projection: current.map(|stored| stored.signed),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::session::ControllerKind;
+
+    fn id(text: &str) -> Id {
+        Id::parse(text).unwrap()
+    }
+
+    /// Generation 1 of node `node`'s projection, without endpoints or grants.
+    fn projection(node: &str, namespace: &str) -> Arc<Signed<RuntimeNetworkProjection>> {
+        let inputs = NodeInputs {
+            node_id: NodeId::parse(node).unwrap(),
+            runtime_namespace: id(namespace),
+            endpoints: Vec::new(),
+            grants: Vec::new(),
+            host_platform_endpoint_ids: Vec::new(),
+        };
+        let authority = ProtectedAuthorityReference {
+            id: id("c1"),
+            generation: 1,
+            digest: Sha256Digest::from_bytes(&[9; 32]),
+            platform_endpoints: Vec::new(),
+        };
+        let controller = ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") };
+        let next = next_projection(&inputs, &authority, &id("c1"), &controller, None).unwrap().unwrap();
+        Arc::new(sign(&ed25519_dalek::SigningKey::from_bytes(&[5; 32]), next))
+    }
+
+    #[test]
+    fn the_head_cache_answers_only_the_head_it_holds() {
+        let mut cache = HeadCache::default();
+        let held = projection("node-1", "ns-a");
+        cache.put(&id("c1"), held.clone());
+        let reference = held.payload.reference();
+        assert_eq!(cache.get(&id("c1"), &held.payload.node_id, &reference), Some(held.clone()));
+        assert_eq!(cache.get(&id("c2"), &held.payload.node_id, &reference), None, "another cluster");
+        // Another process issued a generation with other content: the cached one is not the head.
+        let other = projection("node-1", "ns-b").payload.reference();
+        assert_ne!(other, reference);
+        assert_eq!(cache.get(&id("c1"), &held.payload.node_id, &other), None);
+        // A newer generation of the node replaces the entry and its weight.
+        cache.put(&id("c1"), projection("node-1", "ns-b"));
+        assert_eq!(cache.entries.len(), 1);
+        assert_eq!(cache.held, 1);
+    }
+
+    #[test]
+    fn the_head_cache_stays_within_its_capacity() {
+        let mut cache = HeadCache::default();
+        let one = projection("node-1", "ns-a");
+        for index in 0..HEAD_CACHE_CAPACITY + 10 {
+            cache.put(&id(&format!("c{index}")), one.clone());
+        }
+        assert_eq!(cache.held, HEAD_CACHE_CAPACITY);
+        assert_eq!(cache.entries.len(), HEAD_CACHE_CAPACITY);
     }
 }
