@@ -19,12 +19,12 @@ use cloudly::contract::network::address_plan::{
     seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
 };
 use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
-use cloudly::contract::network::lease::{LeaseIpv4, RuntimeNetworkLease};
+use cloudly::contract::network::lease::RuntimeNetworkLease;
 use cloudly::contract::network::projection::ProtectedAuthorityReference;
 use cloudly::contract::network::workload_ingress::WorkloadIngressGrant;
-use cloudly::contract::session::{ControllerKind, ControllerReference};
 use cloudly::contract::signing::sign;
-use cloudly::contract::{AuthorityReference, Id, Ipv4, Ipv4Prefix, NodeId, Protocol, Sha256Digest};
+use cloudly::contract::{AuthorityReference, Id, NodeId, Protocol, Sha256Digest};
+use cloudly::domain::projections::testing::{authority, controller, lease};
 use cloudly::domain::projections::{NodeInputs, affected_nodes, next_projection};
 use cloudly::store::StoredNetworkPlan;
 use cloudly::store::projections::{ProjectionFacts, ProjectionHead, StoredProjection};
@@ -40,36 +40,6 @@ const NODES: u32 = 1000;
 
 fn id(text: &str) -> Id {
     Id::parse(text).expect("a bench id")
-}
-
-fn controller() -> ControllerReference {
-    ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") }
-}
-
-fn lease(index: u32, service: &str, node: &str) -> RuntimeNetworkLease {
-    let subnet = Ipv4Prefix::new(Ipv4::from_u32(0x0a40_0000 + index * 4), 30).expect("a /30");
-    RuntimeNetworkLease {
-        id: id(&format!("lease-{index:05}")),
-        generation: 1,
-        previous: None,
-        organization_id: id("org"),
-        cluster_id: id("c1"),
-        service_id: id(service),
-        node_id: NodeId::parse(node).expect("a node id"),
-        assignment_id: id(&format!("assignment-{index:05}")),
-        ipv4: LeaseIpv4::for_link_subnet(subnet).expect("a /30"),
-        digest: Sha256Digest::from_bytes(&[0; 32]),
-    }
-    .with_computed_digest()
-}
-
-fn authority() -> ProtectedAuthorityReference {
-    ProtectedAuthorityReference {
-        id: id("c1"),
-        generation: 1,
-        digest: Sha256Digest::from_bytes(&[9; 32]),
-        platform_endpoints: Vec::new(),
-    }
 }
 
 /// The maximal inputs of one node: 4 096 endpoint leases, 1 024 grants on `port`.

@@ -11,16 +11,17 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::contract::network::RuntimeNetworkLease;
 use cloudly::contract::network::projection::{
-    ProjectionController, ProtectedAuthorityReference, RuntimeNetworkProjection, admit_runtime_network_projection,
+    ProjectionController, RuntimeNetworkProjection, admit_runtime_network_projection,
     compute_runtime_network_projection_digest, validate_runtime_network_projection,
 };
 use cloudly::contract::network::workload_ingress::WorkloadIngressGrant;
-use cloudly::contract::network::{LeaseIpv4, RuntimeNetworkLease};
-use cloudly::contract::session::{ControllerKind, ControllerReference};
+use cloudly::contract::session::ControllerKind;
 use cloudly::contract::signing::{PublishedKey, SignatureError, decode_public_key, sign, signed_to_value, verify};
-use cloudly::contract::{AuthorityReference, Id, Ipv4, Ipv4Prefix, NodeId, Protocol, Sha256Digest};
+use cloudly::contract::{AuthorityReference, Id, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::ControllerSettings;
+use cloudly::domain::projections::testing::{self, lease};
 use cloudly::domain::projections::{NodeInputs, next_projection};
 use cloudly::store::projections::StoredProjection;
 use serde_json::{Value, json};
@@ -475,23 +476,6 @@ fn id(text: &str) -> Id {
     Id::parse(text).unwrap()
 }
 
-fn lease(index: u32, service: &str, node: &str) -> RuntimeNetworkLease {
-    let subnet = Ipv4Prefix::new(Ipv4::from_u32(0x0A40_0000 + index * 4), 30).unwrap();
-    RuntimeNetworkLease {
-        id: id(&format!("lease-{index:05}")),
-        generation: 1,
-        previous: None,
-        organization_id: id("org"),
-        cluster_id: id("c1"),
-        service_id: id(service),
-        node_id: NodeId::parse(node).unwrap(),
-        assignment_id: id(&format!("assignment-{index:05}")),
-        ipv4: LeaseIpv4::for_link_subnet(subnet).unwrap(),
-        digest: Sha256Digest::from_bytes(&[0; 32]),
-    }
-    .with_computed_digest()
-}
-
 /// The scale case (`05-projection.md`): 4 096 endpoints, 1 024 grants and 4 096 retained
 /// withdrawals issued, admitted and signed through the issuer's own builder, one generation after
 /// another without the node applying any.
@@ -504,13 +488,8 @@ fn the_maximal_projection_is_issued_admitted_and_signed() {
     endpoints.extend(targets.iter().cloned());
     endpoints.sort_by(|left, right| left.id.as_str().cmp(right.id.as_str()));
     let authorization = AuthorityReference { id: id("c1"), generation: 1, digest: Sha256Digest::from_bytes(&[7; 32]) };
-    let authority = ProtectedAuthorityReference {
-        id: id("c1"),
-        generation: 1,
-        digest: Sha256Digest::from_bytes(&[9; 32]),
-        platform_endpoints: Vec::new(),
-    };
-    let controller = ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") };
+    let authority = testing::authority();
+    let controller = testing::controller();
     let signing = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
     let keys = [PublishedKey::new(signing.verifying_key())];
     let mut previous: Option<StoredProjection> = None;

@@ -692,10 +692,57 @@ impl Controller {
     }
 }
 
+/// Fixtures of the issuer's tests and benchmarks (`tests/projections.rs`,
+/// `benches/projection.rs`): records of cluster `c1` built in code, not read from a store.
+pub mod testing {
+    use crate::contract::network::projection::ProtectedAuthorityReference;
+    use crate::contract::network::{LeaseIpv4, RuntimeNetworkLease};
+    use crate::contract::session::{ControllerKind, ControllerReference};
+    use crate::contract::{Id, Ipv4, Ipv4Prefix, NodeId, Sha256Digest};
+
+    fn id(text: &str) -> Id {
+        Id::parse(text).expect("a fixture id")
+    }
+
+    /// Controller `cloudly`.
+    pub fn controller() -> ControllerReference {
+        ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") }
+    }
+
+    /// A protected authority reference of cluster `c1` (generation 1, a made-up digest, no
+    /// platform endpoints).
+    pub fn authority() -> ProtectedAuthorityReference {
+        ProtectedAuthorityReference {
+            id: id("c1"),
+            generation: 1,
+            digest: Sha256Digest::from_bytes(&[9; 32]),
+            platform_endpoints: Vec::new(),
+        }
+    }
+
+    /// Lease `lease-NNNNN` of cluster `c1` (organization `org`) for `service` on `node`: the
+    /// `index`-th /30 from 10.64.0.0, held by `assignment-NNNNN`, generation 1.
+    pub fn lease(index: u32, service: &str, node: &str) -> RuntimeNetworkLease {
+        let subnet = Ipv4Prefix::new(Ipv4::from_u32(0x0a40_0000 + index * 4), 30).expect("a /30");
+        RuntimeNetworkLease {
+            id: id(&format!("lease-{index:05}")),
+            generation: 1,
+            previous: None,
+            organization_id: id("org"),
+            cluster_id: id("c1"),
+            service_id: id(service),
+            node_id: NodeId::parse(node).expect("a fixture node id"),
+            assignment_id: id(&format!("assignment-{index:05}")),
+            ipv4: LeaseIpv4::for_link_subnet(subnet).expect("a /30"),
+            digest: Sha256Digest::from_bytes(&[0; 32]),
+        }
+        .with_computed_digest()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::session::ControllerKind;
 
     fn id(text: &str) -> Id {
         Id::parse(text).unwrap()
@@ -710,14 +757,8 @@ mod tests {
             grants: Vec::new(),
             host_platform_endpoint_ids: Vec::new(),
         };
-        let authority = ProtectedAuthorityReference {
-            id: id("c1"),
-            generation: 1,
-            digest: Sha256Digest::from_bytes(&[9; 32]),
-            platform_endpoints: Vec::new(),
-        };
-        let controller = ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") };
-        let next = next_projection(&inputs, &authority, &id("c1"), &controller, None).unwrap().unwrap();
+        let next =
+            next_projection(&inputs, &testing::authority(), &id("c1"), &testing::controller(), None).unwrap().unwrap();
         Arc::new(sign(&ed25519_dalek::SigningKey::from_bytes(&[5; 32]), next))
     }
 
