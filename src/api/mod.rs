@@ -74,10 +74,15 @@ pub fn request_id(correlation: &Map<String, Value>) -> String {
 }
 
 /// The span every log line of one request is written in: `request_id` (the correlation id) and
-/// `principal`, `-` until the method proved who calls (`admin:<user>`, `relay`, `node:<cluster>/<node>`;
-/// see `methods::Method::call`).
-pub fn request_span(kind: &'static str, request_id: &str, principal: &str, method: &str) -> tracing::Span {
-    tracing::info_span!("request", kind, request_id = %request_id, principal = %principal, method = %method)
+/// `principal`, absent until the method proved who calls (`admin:<user>`, `relay`,
+/// `node:<cluster>/<node>`; see `methods::Method::call`). A field is recorded once: the human
+/// format would print a second value beside the first.
+pub fn request_span(kind: &'static str, request_id: &str, principal: Option<&str>, method: &str) -> tracing::Span {
+    let span = tracing::info_span!("request", kind, request_id = %request_id, principal = tracing::field::Empty, method = %method);
+    if let Some(principal) = principal {
+        span.record("principal", principal);
+    }
+    span
 }
 
 /// Logs what a successful administrator write changed: the method and, of its answer, the
@@ -196,7 +201,7 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     let method = methods::find(&envelope.method);
     // Metric labels are bounded: an unknown method is counted as "unknown".
     let method_label = method.map_or("unknown", |method| method.name);
-    let span = request_span("http", &request_id(&envelope.correlation), "-", method_label);
+    let span = request_span("http", &request_id(&envelope.correlation), None, method_label);
     answer_typed_request(&state, envelope, method).instrument(span).await
 }
 

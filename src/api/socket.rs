@@ -208,11 +208,9 @@ fn receive_text(
     let context = context.clone();
     let frames = frames.clone();
     // The socket's node once it opened a session: every request on it is that node's.
-    let principal = context
-        .session()
-        .map_or_else(|| "-".to_owned(), |session| format!("node:{}/{}", session.cluster_id, session.node_id));
+    let principal = context.session().map(|session| format!("node:{}/{}", session.cluster_id, session.node_id));
     let label = methods::find(&envelope.method).map_or("unknown", |method| method.name);
-    let span = super::request_span("socket", &super::request_id(&envelope.correlation), &principal, label);
+    let span = super::request_span("socket", &super::request_id(&envelope.correlation), principal.as_deref(), label);
     let answer = async move {
         let _permit = permit;
         let controller = &context.state.controller;
