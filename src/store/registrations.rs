@@ -14,7 +14,7 @@
 
 use super::codec::counter_to_sql;
 use super::sessions::{ReportedState, current_session_on};
-use super::sql::Statement;
+use super::sql::{Statement, head_record_columns};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -222,15 +222,17 @@ impl RegistrationStore for SqlStore {
             facts.session = current_session_on(&mut connection, cluster_id, node_id).await?;
         }
         if facts.session.is_some() {
-            let assignment_rows = Statement::new(
-                "SELECT a.record, a.signature, s.state, s.session_id, s.session_generation, s.reported_at \
-                 FROM runtime_assignment_heads h \
-                 JOIN runtime_assignments a ON a.cluster_id = h.cluster_id \
-                   AND a.assignment_id = h.assignment_id AND a.generation = h.generation \
-                 LEFT JOIN runtime_assignment_states s ON s.cluster_id = h.cluster_id \
-                   AND s.assignment_id = h.assignment_id AND s.generation = h.generation \
+            // The head's record and its reported state (absent: NULL), by probes of their keys.
+            let assignment_rows = Statement::composed(format!(
+                "SELECT {}, {} FROM runtime_assignment_heads h \
                  WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
-            )
+                head_record_columns("runtime_assignments", "assignment_id", &["record", "signature"]),
+                head_record_columns(
+                    "runtime_assignment_states",
+                    "assignment_id",
+                    &["state", "session_id", "session_generation", "reported_at"]
+                ),
+            ))
             .text(cluster_id.as_str())
             .text(node_id.as_str())
             .text(service_id.as_str())
