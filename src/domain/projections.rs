@@ -392,9 +392,9 @@ pub struct ProjectionIssuer {
     heads: Mutex<HeadCache>,
 }
 
-/// The most a [`HeadCache`] holds, counted in endpoints, retired leases, grants and withdrawals
-/// (about 300 bytes each in memory): two maximal projections are about 18 000.
-const HEAD_CACHE_CAPACITY: usize = 200_000;
+/// The most a [`HeadCache`] holds, in estimated bytes ([`HeadCache::weight`]): 16 maximal
+/// projections, or some 60 000 of a few endpoints.
+const HEAD_CACHE_CAPACITY: usize = 64 << 20;
 
 /// Signed projections by cluster and node, up to [`HEAD_CACHE_CAPACITY`]. An entry is used only
 /// while its reference (generation and digest, which names the content) is the node's head as
@@ -406,11 +406,12 @@ struct HeadCache {
 }
 
 impl HeadCache {
+    /// The projection's size estimated from its canonical bytes per member.
     fn weight(projection: &RuntimeNetworkProjection) -> usize {
         let ingress = projection.workload_ingress.as_ref();
-        1 + projection.endpoints.len()
-            + projection.retired_leases.len()
-            + ingress.map_or(0, |ingress| ingress.grants.len() + ingress.withdrawals.len())
+        1024 + projection.endpoints.len() * 520
+            + projection.retired_leases.len() * 120
+            + ingress.map_or(0, |ingress| ingress.grants.len() * 420 + ingress.withdrawals.len() * 320)
     }
 
     /// The cached generation of the node when it is `head`.
@@ -777,17 +778,18 @@ mod tests {
         // A newer generation of the node replaces the entry and its weight.
         cache.put(&id("c1"), projection("node-1", "ns-b"));
         assert_eq!(cache.entries.len(), 1);
-        assert_eq!(cache.held, 1);
+        assert_eq!(cache.held, 1024);
     }
 
     #[test]
     fn the_head_cache_stays_within_its_capacity() {
         let mut cache = HeadCache::default();
         let one = projection("node-1", "ns-a");
-        for index in 0..HEAD_CACHE_CAPACITY + 10 {
+        let fits = HEAD_CACHE_CAPACITY / HeadCache::weight(&one.payload);
+        for index in 0..fits + 10 {
             cache.put(&id(&format!("c{index}")), one.clone());
         }
-        assert_eq!(cache.held, HEAD_CACHE_CAPACITY);
-        assert_eq!(cache.entries.len(), HEAD_CACHE_CAPACITY);
+        assert_eq!(cache.entries.len(), fits);
+        assert_eq!(cache.held, fits * HeadCache::weight(&one.payload));
     }
 }
