@@ -24,7 +24,7 @@
 
 use super::Clock;
 use super::projections::ProjectionIssuer;
-use super::service_status::{blocking_verdict, refresh_statuses};
+use super::service_status::{VolumeDeclarers, blocking_verdict, refresh_statuses};
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
 use super::storage_claims::{plan_claims, planned_claims, sealed_claims, with_issued_claims};
@@ -145,8 +145,9 @@ pub(super) fn desired_assignments(
     let mut desired = BTreeMap::new();
     let Some(cluster) = &facts.cluster else { return desired };
     let names = CLUSTER_INGRESS_ENVIRONMENT_NAMES;
+    let declarers = VolumeDeclarers::of(facts);
     for spec in &facts.services {
-        if blocking_verdict(spec, facts).is_some() {
+        if blocking_verdict(spec, facts, &declarers).is_some() {
             continue;
         }
         let body = &spec.body;

@@ -46,7 +46,7 @@ use crate::contract::{Id, NodeId};
 use crate::store::SharedStore;
 use crate::store::service_status::{RecordedStatus, StatusFacts};
 use crate::store::sessions::AssignmentFacts;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The refusals this controller produces, in the order [`blocking_verdict`] checks them (the
 /// spec's table order).
@@ -69,8 +69,49 @@ pub const WAITING: &[Waiting] = &[Waiting::Conflict, Waiting::StorageImportPendi
 /// The one node-local volume driver (`06-storage-claims.md`).
 const LOCAL_DRIVER: &str = "local";
 
+/// The services of the cluster that declare each volume id, read once from the facts so the
+/// shared-volume check is a lookup rather than a pass over every other service.
+pub struct VolumeDeclarers<'facts> {
+    services_by_volume: BTreeMap<&'facts Id, BTreeSet<&'facts Id>>,
+}
+
+impl<'facts> VolumeDeclarers<'facts> {
+    /// The declarers of every volume id of the current specs.
+    pub fn of(facts: &'facts AssignmentFacts) -> Self {
+        Self::of_services(&facts.services)
+    }
+
+    /// The declarers of every volume id of `services`.
+    fn of_services(services: &'facts [ServiceRuntimeSpec]) -> Self {
+        let mut services_by_volume: BTreeMap<&Id, BTreeSet<&Id>> = BTreeMap::new();
+        for spec in services {
+            for volume in &spec.body.volumes {
+                services_by_volume.entry(&volume.id).or_default().insert(&spec.body.service_id);
+            }
+        }
+        Self { services_by_volume }
+    }
+
+    /// True when a service other than the spec's declares one of the spec's volume ids.
+    fn another_service_declares_a_volume_of(&self, spec: &ServiceRuntimeSpec) -> bool {
+        let body = &spec.body;
+        body.volumes.iter().any(|volume| {
+            self.services_by_volume
+                .get(&volume.id)
+                .is_some_and(|services| services.iter().any(|service_id| **service_id != body.service_id))
+        })
+    }
+}
+
+/// True when the spec's volumes would be mounted by more than one workload
+/// (`volume-shared-unsupported`): it declares a volume and runs more than one replica, or
+/// another service of the cluster declares a volume with the same id.
+fn volume_shared(spec: &ServiceRuntimeSpec, declarers: &VolumeDeclarers) -> bool {
+    !spec.body.volumes.is_empty() && (spec.body.replicas > 1 || declarers.another_service_declares_a_volume_of(spec))
+}
+
 /// True when the spec trips `refusal`.
-fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> bool {
+fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, declarers: &VolumeDeclarers) -> bool {
     let body = &spec.body;
     match refusal {
         Refusal::PortProtocolUnsupported => body.ports.iter().any(|port| port.protocol.runnable().is_none()),
@@ -92,13 +133,7 @@ fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts)
         Refusal::VolumeOptionsUnsupported => {
             body.volumes.iter().any(|volume| !volume.driver_options.is_empty() || !volume.mount_options.is_empty())
         }
-        Refusal::VolumeSharedUnsupported => {
-            !body.volumes.is_empty()
-                && (body.replicas > 1
-                    || facts.services.iter().filter(|other| other.body.service_id != body.service_id).any(|other| {
-                        other.body.volumes.iter().any(|theirs| body.volumes.iter().any(|ours| ours.id == theirs.id))
-                    }))
-        }
+        Refusal::VolumeSharedUnsupported => volume_shared(spec, declarers),
         Refusal::VolumePlacementUnsupported => !body.volumes.is_empty() && body.placement.node_ids.len() > 1,
         _ => false,
     }
@@ -144,15 +179,20 @@ fn waits(reason: Waiting, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) ->
 }
 
 /// The first refusal in table order the spec trips, if any: a refused spec gets neither
-/// assignments nor claims.
-pub fn refusal_of(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> Option<Refusal> {
-    REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts))
+/// assignments nor claims. `declarers` is [`VolumeDeclarers::of`] the same facts.
+pub fn refusal_of(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, declarers: &VolumeDeclarers) -> Option<Refusal> {
+    REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts, declarers))
 }
 
 /// The verdict that keeps the spec from running (`refused` or `waiting`, the first reason in
-/// table order), or `None` when assignments can be issued for it.
-pub fn blocking_verdict(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) -> Option<Verdict> {
-    if let Some(refusal) = refusal_of(spec, facts) {
+/// table order), or `None` when assignments can be issued for it. `declarers` is
+/// [`VolumeDeclarers::of`] the same facts.
+pub fn blocking_verdict(
+    spec: &ServiceRuntimeSpec,
+    facts: &AssignmentFacts,
+    declarers: &VolumeDeclarers,
+) -> Option<Verdict> {
+    if let Some(refusal) = refusal_of(spec, facts, declarers) {
         return Some(Verdict::Refused(refusal));
     }
     WAITING.iter().copied().find(|reason| waits(*reason, spec, facts)).map(Verdict::Waiting)
@@ -165,6 +205,7 @@ pub fn judge_services(
     controller: &ControllerReference,
 ) -> BTreeMap<Id, (u64, Verdict)> {
     let desired = desired_assignments(facts, controller);
+    let declarers = VolumeDeclarers::of(facts);
     let session_of = |node_id: &NodeId| status.sessions.iter().find(|(node, _)| node == node_id).map(|(_, s)| s);
     let running = |draft: &crate::contract::assignment::RuntimeAssignment| {
         let Some(head) = facts.heads.readable.iter().find(|head| head.signed.payload.id == draft.id) else {
@@ -185,7 +226,7 @@ pub fn judge_services(
         .services
         .iter()
         .map(|spec| {
-            let verdict = blocking_verdict(spec, facts).unwrap_or_else(|| {
+            let verdict = blocking_verdict(spec, facts, &declarers).unwrap_or_else(|| {
                 let mut drafts = desired.values().filter(|draft| draft.service_id == spec.body.service_id).peekable();
                 if drafts.peek().is_some() && drafts.all(running) { Verdict::Converged } else { Verdict::Converging }
             });
@@ -274,5 +315,78 @@ impl Controller {
         let super::ClusterRequest { cluster_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
         self.refresh_service_statuses(&cluster_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::inventory::parse_service_spec_body;
+    use serde_json::{Value, json};
+
+    /// A one-replica spec of `service` on one node declaring `volume_ids` (sorted, unique).
+    fn spec(service: &str, volume_ids: &[&str]) -> ServiceRuntimeSpec {
+        let volumes: Vec<Value> = volume_ids
+            .iter()
+            .map(|id| {
+                json!({ "id": id, "mountPath": format!("/var/lib/{id}"), "readOnly": false, "driver": "local",
+                        "driverOptions": [], "mountOptions": [],
+                        "initialization": { "kind": "empty", "ownership": { "uid": 1000, "gid": 1000, "mode": 493 } } })
+            })
+            .collect();
+        let body = parse_service_spec_body(&json!({
+            "clusterId": "c1", "serviceId": service, "organizationId": "org",
+            "image": "registry.example/app:1", "replicas": 1,
+            "placement": { "nodeIds": ["node-1"] },
+            "ports": [], "environment": [], "volumes": volumes,
+        }))
+        .unwrap();
+        ServiceRuntimeSpec { body, revision: 1 }
+    }
+
+    /// The services refused `volume-shared-unsupported` among `services`, in order.
+    fn shared(services: &[ServiceRuntimeSpec]) -> Vec<&str> {
+        let declarers = VolumeDeclarers::of_services(services);
+        services
+            .iter()
+            .filter(|spec| volume_shared(spec, &declarers))
+            .map(|spec| spec.body.service_id.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn services_declaring_one_volume_id_are_all_refused_and_others_are_not() {
+        let services = [spec("api", &["cache", "data"]), spec("db", &["data"]), spec("logs", &["logs"])];
+        assert_eq!(shared(&services), ["api", "db"]);
+        let services = [spec("a", &["data"]), spec("b", &["data"]), spec("c", &["data"]), spec("d", &[])];
+        assert_eq!(shared(&services), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_volume_id_declared_by_one_service_only_is_not_shared() {
+        let mut twice = spec("db", &["data"]);
+        twice.body.volumes.push(twice.body.volumes[0].clone());
+        assert_eq!(twice.body.volumes.len(), 2);
+        assert!(shared(&[twice, spec("web", &["static"])]).is_empty());
+        // The same service listed twice is still one service.
+        assert!(shared(&[spec("db", &["data"]), spec("db", &["data"])]).is_empty());
+    }
+
+    #[test]
+    fn a_spec_with_volumes_and_more_than_one_replica_is_shared() {
+        let mut replicated = spec("db", &["data"]);
+        replicated.body.replicas = 2;
+        let mut without_volumes = spec("web", &[]);
+        without_volumes.body.replicas = 2;
+        assert_eq!(shared(&[replicated, without_volumes]), ["db"]);
+    }
+
+    #[test]
+    fn a_spec_outside_the_facts_is_shared_when_a_service_of_the_facts_declares_its_volume() {
+        let services = [spec("db", &["data"])];
+        let declarers = VolumeDeclarers::of_services(&services);
+        assert!(volume_shared(&spec("api", &["data"]), &declarers));
+        assert!(!volume_shared(&spec("db", &["data"]), &declarers));
+        assert!(!volume_shared(&spec("api", &["other"]), &declarers));
     }
 }

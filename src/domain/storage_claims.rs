@@ -34,7 +34,7 @@
 //! `storage_claim_sweep_ms` (30 s) in case a signal was missed.
 
 use super::assignments::AssignmentReconciler;
-use super::service_status::refusal_of;
+use super::service_status::{VolumeDeclarers, refusal_of};
 use super::sessions::{LinkError, NodeLinks};
 use super::{Clock, Controller, DomainError, MissingKind};
 use crate::contract::inventory::{ServiceRuntimeSpec, VolumeInitialization, VolumeSpec};
@@ -171,9 +171,10 @@ fn desired_claims(
     if facts.cluster.is_none() {
         return (desired, refused);
     }
+    let declarers = VolumeDeclarers::of(facts);
     for spec in &facts.services {
         let body = &spec.body;
-        if refusal_of(spec, facts).is_some() {
+        if refusal_of(spec, facts, &declarers).is_some() {
             refused.insert(body.service_id.clone());
             continue;
         }
@@ -768,10 +769,11 @@ impl Controller {
         }
         let claim = &head.signed.payload;
         if decision == ClaimDecision::Rebind {
+            let declarers = VolumeDeclarers::of(&facts);
             let runnable = facts.services.iter().any(|spec| {
                 spec.body.service_id == claim.service_id
                     && spec.body.volumes.iter().any(|volume| volume.id == claim.volume_id)
-                    && refusal_of(spec, &facts).is_none()
+                    && refusal_of(spec, &facts, &declarers).is_none()
             });
             if !runnable {
                 return Err(DomainError::RequestInvalid(vec![
