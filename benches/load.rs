@@ -34,7 +34,7 @@ use support::bench::{
     load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss,
 };
 use support::database::{TestDatabase, pg_admin_url};
-use support::ingress::{connect_relay_with_bearer_at, register, registration};
+use support::ingress::{connect_relay_with_bearer_at, register, registration, run_ingress_replica};
 use support::node_agent::NodeAgent;
 use support::process::{Scratch, start_with};
 
@@ -159,17 +159,7 @@ fn ingress_spec(cluster: &str, nodes: &[String]) -> Value {
 }
 
 fn plan_body(cluster: &str) -> Value {
-    json!({ "plan": {
-        "clusterId": cluster, "revision": 1,
-        "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
-        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
-        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
-        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
-        "platformEndpoints": [
-            { "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 },
-            { "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 },
-        ],
-    } })
+    json!({ "plan": support::service::seed_plan(cluster, 1) })
 }
 
 /// Sends `requests` (method, request) with [`SEED_CONCURRENCY`] in flight.
@@ -250,20 +240,7 @@ async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
         let agent = NodeAgent::connect_to(base_url).await;
         let session = agent.open(WIDE, node, &node_bearer).await;
         let assignment = wait_for_ingress_assignment(&agent, &session, node).await?;
-        let reference =
-            json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
-        let values = agent
-            .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
-            .await
-            .map_err(|error| format!("resolveRuntimeSecretBindings: {}", error.text))?;
-        bearer = values["values"][0]["value"].as_str().ok_or("no ingress bearer resolved")?.to_owned();
-        agent
-            .call(
-                "reportRuntimeAssignmentState",
-                json!({ "session": session, "assignment": reference, "state": "ready" }),
-            )
-            .await
-            .map_err(|error| format!("reportRuntimeAssignmentState: {}", error.text))?;
+        bearer = run_ingress_replica(&agent, &session, &assignment).await?;
         agents.push((agent, session));
     }
     let relay_bearer =

@@ -70,8 +70,8 @@ fn median_and_max(samples: &mut [Duration]) -> (f64, f64) {
     (milliseconds(samples[samples.len() / 2]), milliseconds(samples[samples.len() - 1]))
 }
 
-/// Organization `org`, Pallet cluster `cluster`, its nodes, and a plan whose pool for `org` holds
-/// 4 096 link subnets.
+/// Organization `org`, Pallet cluster `cluster`, its nodes, and the seed's plan with a pool for
+/// `org` of 4 096 link subnets.
 async fn seed_cluster(service: &TestService, cluster: &str, nodes: &[String]) {
     service.put_pallet_cluster(cluster).await;
     for node in nodes {
@@ -80,13 +80,9 @@ async fn seed_cluster(service: &TestService, cluster: &str, nodes: &[String]) {
             .admin_call("putClusterNode", json!({ "clusterId": cluster, "node": body, "rotateCredential": false }))
             .await;
     }
-    let plan = json!({
-        "clusterId": cluster, "revision": 1, "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
-        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/16" }],
-        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
-        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
-        "platformEndpoints": [{ "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 }],
-    });
+    // The seed's plan with a pool of 4 096 link subnets.
+    let mut plan = support::service::seed_plan(cluster, 1);
+    plan["pools"][0]["prefix"] = json!("10.64.0.0/16");
     service.admin_call("putRuntimeNetworkAddressPlan", json!({ "plan": plan })).await;
 }
 

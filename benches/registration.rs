@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::ingress::{CLUSTER, SERVICE, connect_relay, register, registration};
+use support::ingress::{CLUSTER, SERVICE, connect_relay, register, registration, run_ingress_replica};
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{Backend, TestService, designation_request, spec_body};
 
@@ -116,20 +116,7 @@ async fn build_world() -> BenchResult<World> {
             })
             .cloned()
             .ok_or_else(|| format!("{node} runs no ingress replica"))?;
-        let reference =
-            json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
-        let values = agent
-            .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
-            .await
-            .map_err(|error| error.text)?;
-        bearer = values["values"][0]["value"].as_str().ok_or("no bearer resolved")?.to_owned();
-        agent
-            .call(
-                "reportRuntimeAssignmentState",
-                json!({ "session": session, "assignment": reference, "state": "ready" }),
-            )
-            .await
-            .map_err(|error| error.text)?;
+        bearer = run_ingress_replica(&agent, &session, &assignment).await?;
         agents.push(agent);
     }
     let token = connect_relay(&service, &service.client, CLUSTER, "relay-1").await;

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::ingress::{connect_relay_with_bearer_at, registration};
+use support::ingress::{connect_relay_with_bearer_at, registration, run_ingress_replica};
 use support::node_agent::NodeAgent;
 use support::private_postgres::{PrivatePostgres, StopMode};
 use support::process::{Serving, start_with};
@@ -414,17 +414,7 @@ async fn build_world(serving: &Serving, load: &Load) -> World {
     let session = agent.open("c1", "node-1", &node_bearer).await;
     let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
     let assignment = &assignments["assignments"][0]["payload"];
-    let reference =
-        json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
-    let values = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
-        .await
-        .unwrap();
-    let ingress_bearer = values["values"][0]["value"].as_str().unwrap().to_owned();
-    agent
-        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
-        .await
-        .unwrap();
+    let ingress_bearer = run_ingress_replica(&agent, &session, assignment).await.unwrap();
     let relay = call("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
     let relay_bearer = relay["bearer"].as_str().unwrap().to_owned();
     let relay_token = connect_relay_with_bearer_at(&client, "c1", "relay-1", &relay_bearer).await;

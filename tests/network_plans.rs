@@ -14,21 +14,9 @@ use cloudly::domain::identity::Role;
 use serde_json::{Value, json};
 use support::service::{Backend, TestService};
 
-/// The seed's example plan of cluster `c1` at `revision` (without `digest`): `hubPrefix`
-/// `192.0.2.0/28`, a hub on `192.0.2.1`, the relay listener and a Corestore on `192.0.2.17` with
-/// two ports, and a workload pool for organization `org`.
+/// The seed's example plan of cluster `c1` at `revision` (`support::service::seed_plan`).
 fn seed_plan(revision: u64) -> Value {
-    json!({
-        "clusterId": "c1", "revision": revision,
-        "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
-        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
-        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
-        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
-        "platformEndpoints": [
-            { "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 },
-            { "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 },
-        ],
-    })
+    support::service::seed_plan("c1", revision)
 }
 
 /// `seed_plan(revision)` with `edit` applied.

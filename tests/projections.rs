@@ -32,20 +32,11 @@ use support::service::{Backend, TestService, designation_request, reference_of, 
 
 /// The seed's example plan of cluster `c1` at `revision`, with `extra` platform endpoints.
 fn plan(revision: u64, extra: Value) -> Value {
-    let mut endpoints = vec![
-        json!({ "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 }),
-        json!({ "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 }),
-    ];
+    let mut plan = support::service::seed_plan("c1", revision);
+    let endpoints = plan["platformEndpoints"].as_array_mut().unwrap();
     endpoints.extend(extra.as_array().cloned().unwrap_or_default());
     endpoints.sort_by(|left, right| left["id"].as_str().cmp(&right["id"].as_str()));
-    json!({ "plan": {
-        "clusterId": "c1", "revision": revision,
-        "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
-        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
-        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
-        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
-        "platformEndpoints": endpoints,
-    } })
+    json!({ "plan": plan })
 }
 
 fn route(hostname: &str, port: u16) -> Value {

@@ -130,7 +130,7 @@ async fn two_controller_processes_on_one_database_accept_exactly_one_of_32_racer
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_relay_election() {
     use cloudly::contract::registration::read_cluster_ingress_registration_refusal;
-    use support::ingress::{connect_relay_with_bearer_at, register, registration};
+    use support::ingress::{connect_relay_with_bearer_at, register, registration, run_ingress_replica};
     use support::node_agent::NodeAgent;
 
     let database = TestDatabase::create(Backend::Postgres).await;
@@ -163,17 +163,7 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
     let session = agent.open("c1", "node-1", &node_bearer).await;
     let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
     let assignment = assignments["assignments"][0]["payload"].clone();
-    let reference =
-        json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
-    let values = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
-        .await
-        .unwrap();
-    let bearer = values["values"][0]["value"].as_str().unwrap().to_owned();
-    agent
-        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
-        .await
-        .unwrap();
+    let bearer = run_ingress_replica(&agent, &session, &assignment).await.unwrap();
 
     // The relay connects through the second process; the ingress registers through the first.
     let admin = |method: &'static str, request: Value| call(0, method, request);

@@ -86,6 +86,26 @@ pub fn assignment_reference(assignment: &Value) -> Value {
     json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] })
 }
 
+/// Runs the ingress replica `assignment` (a payload) on the node of `session` as a node agent
+/// starting the workload does: resolves its secret bindings and reports it `ready`. Answers the
+/// designation's bearer it resolved.
+pub async fn run_ingress_replica(agent: &NodeAgent, session: &Value, assignment: &Value) -> Result<String, String> {
+    let reference = assignment_reference(assignment);
+    let values = agent
+        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
+        .await
+        .map_err(|error| format!("resolveRuntimeSecretBindings: {} {}", error.text, error.data))?;
+    if values["values"][0]["name"] != json!("SERVEZONE_CLUSTER_INGRESS_BEARER") {
+        return Err(format!("no ingress bearer among the resolved bindings: {values}"));
+    }
+    let bearer = values["values"][0]["value"].as_str().ok_or("the ingress bearer is not a string")?.to_owned();
+    agent
+        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
+        .await
+        .map_err(|error| format!("reportRuntimeAssignmentState: {} {}", error.text, error.data))?;
+    Ok(bearer)
+}
+
 /// The world: everything `registerClusterIngress` judges, in the accepting state.
 pub struct IngressWorld {
     pub service: TestService,
@@ -154,15 +174,9 @@ impl IngressWorld {
     /// agent starting the ingress workload does.
     pub async fn run_ingress(&mut self) {
         self.assignment = self.ingress_assignment().await;
-        let reference = assignment_reference(&self.assignment);
-        let values = self
-            .agent
-            .call("resolveRuntimeSecretBindings", json!({ "session": self.session, "assignment": reference }))
+        self.bearer = run_ingress_replica(&self.agent, &self.session, &self.assignment)
             .await
-            .unwrap_or_else(|error| panic!("resolveRuntimeSecretBindings: {} {}", error.text, error.data));
-        assert_eq!(values["values"][0]["name"], json!("SERVEZONE_CLUSTER_INGRESS_BEARER"));
-        self.bearer = values["values"][0]["value"].as_str().expect("the bearer").to_owned();
-        self.report("ready").await;
+            .unwrap_or_else(|error| panic!("{error}"));
     }
 
     /// Reports `state` for the current ingress assignment under the current session.

@@ -201,6 +201,23 @@ impl Peer {
     }
 }
 
+/// The seed's example address plan of `cluster` at `revision` (without `digest`): `hubPrefix`
+/// `192.0.2.0/28`, a hub on `192.0.2.1`, the relay listener and a Corestore on `192.0.2.17`, and a
+/// workload pool `10.64.0.0/20` for organization `org`.
+pub fn seed_plan(cluster: &str, revision: u64) -> Value {
+    json!({
+        "clusterId": cluster, "revision": revision,
+        "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
+        "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
+        "vpn": { "prefix": "192.0.2.0/28", "hubPrefix": "192.0.2.0/28" },
+        "hubs": [{ "id": "hub-a", "address": "192.0.2.1", "port": 51820 }],
+        "platformEndpoints": [
+            { "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 },
+            { "id": "relay-listener", "address": "192.0.2.17", "protocol": "tcp", "port": 8443 },
+        ],
+    })
+}
+
 /// A valid service spec body.
 pub fn spec_body(cluster: &str, service: &str) -> Value {
     json!({
