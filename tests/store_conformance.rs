@@ -29,6 +29,7 @@ use cloudly::domain::{Controller, SystemClock};
 use cloudly::keys::ControllerKeys;
 use cloudly::store::StoredNetworkPlan;
 use cloudly::store::network::LeaseChange;
+use cloudly::store::relays::{IngressRoute, RouteBackend};
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::sessions::{AssignmentChange, StoredAssignment};
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
@@ -94,6 +95,7 @@ on_both_stores!(run =>
     racing_designations_across_two_stores_accept_exactly_one,
     rows_that_do_not_read_back_are_corrupt,
     designations_written_before_migration_5_read_back,
+    projection_rows_written_before_migration_13_read_back,
     lost_connections_are_replaced,
     facts_written_between_read_and_write_are_judged_again,
     a_twin_committed_between_read_and_write_is_replayed,
@@ -1122,32 +1124,33 @@ fn test_database_urls_keep_the_server_and_the_parameters() {
 
 /// The migrations of versions 1–4 of `backend`, as the build before migration 5 applied them
 /// (same SQL, so the same checksums the store checks).
-fn migrator_before_5(backend: Backend) -> sqlx::migrate::Migrator {
+/// The migrations of the build before `version`: the files as that build embedded them (sqlx
+/// checks a migration's SQL, not its description).
+fn migrator_before(backend: Backend, version: i64) -> sqlx::migrate::Migrator {
     use sqlx::SqlSafeStr as _;
     use sqlx::migrate::{Migration, MigrationType, Migrator};
-    let files: [(i64, &str, &'static str); 4] = match backend {
-        Backend::Postgres => [
-            (
-                1,
-                "inventory and designations",
-                include_str!("../migrations/postgres/0001_inventory_and_designations.sql"),
-            ),
-            (2, "relays and routes", include_str!("../migrations/postgres/0002_relays_and_routes.sql")),
-            (3, "sessions and assignments", include_str!("../migrations/postgres/0003_sessions_and_assignments.sql")),
-            (4, "ingress registrations", include_str!("../migrations/postgres/0004_ingress_registrations.sql")),
-        ],
-        Backend::Sqlite => [
-            (1, "inventory and designations", include_str!("../migrations/sqlite/0001_inventory_and_designations.sql")),
-            (2, "relays and routes", include_str!("../migrations/sqlite/0002_relays_and_routes.sql")),
-            (3, "sessions and assignments", include_str!("../migrations/sqlite/0003_sessions_and_assignments.sql")),
-            (4, "ingress registrations", include_str!("../migrations/sqlite/0004_ingress_registrations.sql")),
-        ],
+    macro_rules! files {
+        ($dir:literal) => {
+            files!(@ $dir: 1 "0001_inventory_and_designations", 2 "0002_relays_and_routes",
+                3 "0003_sessions_and_assignments", 4 "0004_ingress_registrations", 5 "0005_designation_write_set",
+                6 "0006_controller_keys_and_readiness", 7 "0007_network", 8 "0008_service_runtime_status",
+                9 "0009_runtime_local_storage_claims", 10 "0010_retention", 11 "0011_network_projections",
+                12 "0012_controller_key_public_keys")
+        };
+        (@ $dir:literal: $($version:literal $name:literal),*) => {
+            [$(($version, $name, include_str!(concat!("../migrations/", $dir, "/", $name, ".sql")))),*]
+        };
+    }
+    let files: [(i64, &str, &'static str); 12] = match backend {
+        Backend::Postgres => files!("postgres"),
+        Backend::Sqlite => files!("sqlite"),
     };
     Migrator::with_migrations(
         files
             .into_iter()
-            .map(|(version, description, sql)| {
-                Migration::new(version, description.into(), MigrationType::Simple, sql.into_sql_str(), false)
+            .filter(|(file_version, _, _)| *file_version < version)
+            .map(|(version, name, sql)| {
+                Migration::new(version, name.into(), MigrationType::Simple, sql.into_sql_str(), false)
             })
             .collect(),
     )
@@ -1171,7 +1174,7 @@ fn text_literal(text: &str) -> String {
 /// table, mutation table) reads back whole after the upgrade, replays, and rotates on.
 async fn designations_written_before_migration_5_read_back(context: Context) {
     let backend = context.store.backend();
-    context.database.run_raw(Some(&migrator_before_5(backend)), &[]).await;
+    context.database.run_raw(Some(&migrator_before(backend, 5)), &[]).await;
     let store = context.store.clone();
     assert!(!store.is_ready().await.unwrap(), "version 5 is pending");
     // The inventory as the old build wrote it (this build's service writes need version 5).
@@ -1549,7 +1552,11 @@ async fn network_plans_and_leases_keep_their_rules(context: Context) {
     assert_eq!(store.lease_generations(&cluster, &linked.id).await.unwrap(), [leases[0].clone(), linked.clone()]);
     assert_eq!(store.live_leases(&cluster).await.unwrap(), [linked, leases[1].clone()].into_iter().collect::<Vec<_>>());
 
+    // A process keeps the leases it parsed while the cluster's lease set tag holds; a record
+    // rewritten behind the store's back is found by a reader that has not kept that set (here:
+    // the tag moves with it, as any write of lease heads moves it).
     context.database.execute("UPDATE runtime_network_leases SET record = '{}'").await;
+    context.database.execute("UPDATE runtime_network_lease_sets SET tag = 'rewritten'").await;
     assert!(matches!(store.live_leases(&cluster).await, Err(StoreError::Corrupt(_))));
     context
         .database
@@ -1780,4 +1787,82 @@ async fn facts_read_under_the_lock_see_what_its_last_holder_wrote(context: Conte
     holder.commit().await.unwrap();
     let claims = waiter.await.unwrap();
     assert_eq!(claims.readable.iter().map(|head| head.signed.payload.generation).collect::<Vec<_>>(), [1]);
+}
+
+/// A database written by the build before migration 13 — the grants of each node's current
+/// projection and the backends of each route as rows of their own tables — reads back the same
+/// after the upgrade, from the columns those rows moved into.
+async fn projection_rows_written_before_migration_13_read_back(context: Context) {
+    let backend = context.store.backend();
+    context.database.run_raw(Some(&migrator_before(backend, 13)), &[]).await;
+    let store = context.store.clone();
+    assert!(!store.is_ready().await.unwrap(), "version 13 is pending");
+    store.put_organization(&organization("org")).await.unwrap();
+    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let statements: Vec<String> = [
+        "INSERT INTO ingress_route_tables (cluster_id, revision) VALUES ('c1', 3)",
+        "INSERT INTO ingress_routes (cluster_id, hostname, service_id, protocol, port) \
+         VALUES ('c1', 'web.example.net', 'web', 'tcp', 443), ('c1', 'api.example.net', 'api', 'udp', 8080)",
+        "INSERT INTO ingress_route_backends (cluster_id, hostname, lease_id, address, port) \
+         VALUES ('c1', 'web.example.net', 'lease-b', '10.0.0.6', 443), ('c1', 'web.example.net', 'lease-a', '10.0.0.2', 443)",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(["node-1", "node-2"].into_iter().flat_map(|node| {
+        [
+            format!(
+                "INSERT INTO runtime_network_projections (cluster_id, node_id, generation, digest, record, signature, issued_at) \
+                 VALUES ('c1', '{node}', 1, '{digest}', '{{}}', '{{}}', 1)"
+            ),
+            format!(
+                "INSERT INTO runtime_network_projection_heads (cluster_id, node_id, generation, digest, inputs, retains) \
+                 VALUES ('c1', '{node}', 1, '{digest}', 'inputs', FALSE)"
+            ),
+        ]
+    }))
+    .chain([
+        "INSERT INTO runtime_network_projection_grants (cluster_id, node_id, lease_id, protocol, port) \
+         VALUES ('c1', 'node-1', 'lease-a', 'tcp', 443), ('c1', 'node-1', 'lease-b', 'tcp', 443), \
+                ('c1', 'node-1', 'lease-c', 'udp', 8080)"
+            .to_owned(),
+    ])
+    .collect();
+    context.database.run_raw(None, &statements).await;
+
+    store.migrate().await.unwrap();
+    assert!(store.is_ready().await.unwrap());
+    let backend_of = |lease: &str, address: &str| RouteBackend {
+        hostname: "web.example.net".to_owned(),
+        lease_id: id(lease),
+        address: Ipv4::parse(address).unwrap(),
+        port: 443,
+    };
+    let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
+    assert_eq!(table.revision, 3);
+    assert_eq!(table.backends, [backend_of("lease-a", "10.0.0.2"), backend_of("lease-b", "10.0.0.6")]);
+    let mut locked = store.lock_projections(&id("c1")).await.unwrap().unwrap();
+    let granted: Vec<(Id, Protocol, u16)> = locked.granted().await.unwrap().into_iter().collect();
+    assert_eq!(
+        granted,
+        [
+            (id("lease-a"), Protocol::Tcp, 443),
+            (id("lease-b"), Protocol::Tcp, 443),
+            (id("lease-c"), Protocol::Udp, 8080)
+        ]
+    );
+    // The upgraded route table moves on: the issuer replaces backends, a changed route forgets its own.
+    locked.replace_backends(&[backend_of("lease-a", "10.0.0.2")]).await.unwrap();
+    locked.commit().await.unwrap();
+    let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
+    assert_eq!((table.revision, table.backends), (4, vec![backend_of("lease-a", "10.0.0.2")]));
+    let moved = IngressRoute {
+        hostname: "web.example.net".to_owned(),
+        service_id: id("web"),
+        protocol: Protocol::Tcp,
+        port: 8443,
+    };
+    store.put_ingress_route(&id("c1"), &moved).await.unwrap();
+    let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
+    assert_eq!((table.revision, table.backends), (5, Vec::new()));
 }

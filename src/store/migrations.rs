@@ -101,6 +101,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0012_controller_key_public_keys.sql"),
         sqlite: include_str!("../../migrations/sqlite/0012_controller_key_public_keys.sql"),
     },
+    EmbeddedMigration {
+        version: 13,
+        description: "projection store shape",
+        postgres: include_str!("../../migrations/postgres/0013_projection_store_shape.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0013_projection_store_shape.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -14,6 +14,12 @@
 //! generation is the expected one). Beneath the lock, the database itself refuses overlapping
 //! live leases: every link subnet is a `/30` on a `/30` boundary, so two overlap only when equal,
 //! and a partial unique index holds one live lease per link subnet (and one per assignment).
+//!
+//! **Every change of a cluster's lease heads writes a new tag for its live lease set**
+//! ([`apply_leases_on`], the only writer of lease heads), in the same transaction. A tag is a
+//! fresh random value, so it names one content for good: [`live_leases_on`] keeps the leases it
+//! parsed under their tag ([`LeaseSets`]) and, while the tag holds, reads only the tag instead of
+//! every lease record (4 096 records and their digests per read in a large cluster).
 
 use super::codec::{counter_to_sql, record_text};
 use super::inventory::lock_cluster;
@@ -23,7 +29,8 @@ use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, R
 use crate::contract::reader::compare_bytes;
 use crate::contract::{DigestedRecord as _, Id, NodeId};
 use async_trait::async_trait;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// A cluster's current address plan with the protected authority its platform endpoints make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,22 +165,83 @@ pub(crate) async fn current_plan(
     Ok(Some(StoredNetworkPlan { plan, authority }))
 }
 
-/// The head generation of every live lease of the cluster, sorted by lease id (bytewise).
+/// The most leases [`LeaseSets`] holds over all clusters (a parsed lease is some 600 bytes).
+const LEASE_SETS_CAPACITY: usize = 131_072;
+
+/// The parsed live leases of clusters, each under the tag of its lease set (the latest one read
+/// per cluster), up to [`LEASE_SETS_CAPACITY`] leases. One for the process: a tag is random and
+/// written once, so an entry is right for any store that shows that tag.
+#[derive(Default)]
+struct LeaseSets {
+    sets: HashMap<Id, (String, Arc<Vec<RuntimeNetworkLease>>)>,
+    held: usize,
+}
+
+static LEASE_SETS: LazyLock<Mutex<LeaseSets>> = LazyLock::new(Mutex::default);
+
+impl LeaseSets {
+    fn lock() -> std::sync::MutexGuard<'static, LeaseSets> {
+        LEASE_SETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The cluster's live leases when `tag` is the tag they were kept under.
+    fn get(&self, cluster_id: &Id, tag: &str) -> Option<Arc<Vec<RuntimeNetworkLease>>> {
+        self.sets.get(cluster_id).filter(|(kept, _)| kept == tag).map(|(_, leases)| leases.clone())
+    }
+
+    /// Keeps `leases` as the cluster's live leases under `tag`, making room by dropping other
+    /// clusters' sets.
+    fn put(&mut self, cluster_id: &Id, tag: String, leases: Arc<Vec<RuntimeNetworkLease>>) {
+        if let Some((_, old)) = self.sets.remove(cluster_id) {
+            self.held -= old.len();
+        }
+        if leases.len() > LEASE_SETS_CAPACITY {
+            return;
+        }
+        while self.held + leases.len() > LEASE_SETS_CAPACITY {
+            let Some(victim) = self.sets.keys().next().cloned() else { break };
+            if let Some((_, old)) = self.sets.remove(&victim) {
+                self.held -= old.len();
+            }
+        }
+        self.held += leases.len();
+        self.sets.insert(cluster_id.clone(), (tag, leases));
+    }
+}
+
+/// The head generation of every live lease of the cluster, sorted by lease id (bytewise): the
+/// parsed set kept under the cluster's lease set tag when it still holds, else every record,
+/// read with the tag in one statement (so the set kept under a tag is the one that tag names).
 pub(crate) async fn live_leases_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
-    let mut leases = Statement::composed(format!(
-        "SELECT {} FROM runtime_network_lease_heads h WHERE h.cluster_id = $1 AND h.live",
+    let tag = Statement::new("SELECT tag FROM runtime_network_lease_sets WHERE cluster_id = $1")
+        .text(cluster_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| row.text("tag"))
+        .transpose()?;
+    if let Some(tag) = &tag
+        && let Some(leases) = LeaseSets::lock().get(cluster_id, tag)
+    {
+        return Ok(leases.as_ref().clone());
+    }
+    let rows = Statement::composed(format!(
+        "SELECT {}, (SELECT s.tag FROM runtime_network_lease_sets s WHERE s.cluster_id = h.cluster_id) AS tag \
+         FROM runtime_network_lease_heads h WHERE h.cluster_id = $1 AND h.live",
         head_record_columns("runtime_network_leases", "lease_id", &["record"])
     ))
     .text(cluster_id.as_str())
     .fetch_all(on)
-    .await?
-    .iter()
-    .map(rows::network_lease)
-    .collect::<Result<Vec<_>, _>>()?;
+    .await?;
+    let mut leases = rows.iter().map(rows::network_lease).collect::<Result<Vec<_>, _>>()?;
     leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+    if let Some(row) = rows.first()
+        && let Some(tag) = row.optional_text("tag")?
+    {
+        LeaseSets::lock().put(cluster_id, tag, Arc::new(leases.clone()));
+    }
     Ok(leases)
 }
 
@@ -327,11 +395,22 @@ async fn apply_leases_on(
     changes: &[LeaseChange],
 ) -> Result<(), StoreError> {
     check_lease_changes(cluster_id, changes)?;
+    if changes.is_empty() {
+        return Ok(());
+    }
     for change in changes {
         if !apply_lease_change(transaction, cluster_id, change).await? {
             return Err(StoreError::Unavailable("a lease head moved under the cluster lock".into()));
         }
     }
+    Statement::new(
+        "INSERT INTO runtime_network_lease_sets (cluster_id, tag) VALUES ($1, $2) \
+         ON CONFLICT (cluster_id) DO UPDATE SET tag = EXCLUDED.tag",
+    )
+    .text(cluster_id.as_str())
+    .text(&uuid::Uuid::new_v4().simple().to_string())
+    .execute(transaction)
+    .await?;
     Ok(())
 }
 

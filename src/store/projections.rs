@@ -4,8 +4,9 @@
 //! Every node has one chain of projection generations. The head row names the current one, the
 //! digest of the inputs it was built from (so the issuer rebuilds only the nodes whose inputs
 //! moved), whether it retains withdrawals or retired leases, and the generation the node last
-//! reported applying. The grants of each node's current projection are kept by destination lease,
-//! protocol and port, which is what the route table's backends are judged from.
+//! reported applying. The head also keeps the grants of the node's current projection by
+//! destination lease, protocol and port (`granted`, one JSON column: they are always written and
+//! read whole), which is what the route table's backends are judged from.
 //!
 //! Issuing runs in a write transaction that holds the cluster's lock ([`lock_cluster`]), so two
 //! processes never issue two generations with one number; each head update is guarded by the
@@ -16,20 +17,16 @@ use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_cluster};
 use super::network::{StoredNetworkPlan, current_plan, live_leases_on};
-use super::relays::{IngressRoute, RouteBackend, route_backends, table_routes};
-use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
+use super::relays::{IngressRoute, RouteBackend, replace_route_backends, route_backends, table_routes};
+use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
 use crate::contract::signing::Signed;
-use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol};
+use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
-
-/// The most rows one batched insert writes (4 placeholders each, well under either backend's
-/// limit on bound parameters).
-const ROWS_PER_STATEMENT: usize = 1_024;
 
 /// The head of one node's projection chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,8 +208,8 @@ async fn write_issued(
     issued: &IssuedProjection,
 ) -> Result<(), StoreError> {
     let projection = &issued.signed.payload;
-    if projection.cluster_id != *cluster_id || projection.compute_digest() != projection.digest {
-        return Err(StoreError::Corrupt("an issued projection names another cluster or a false digest".into()));
+    if projection.cluster_id != *cluster_id {
+        return Err(StoreError::Corrupt("an issued projection names another cluster".into()));
     }
     let node_id = projection.node_id.as_str();
     let head = heads.iter().find(|head| head.node_id == projection.node_id);
@@ -230,42 +227,33 @@ async fn write_issued(
     .text(node_id)
     .integer(generation)
     .text(projection.digest.as_str())
-    .text(&record_text(projection, "projection")?)
+    .text(&projection.canonical())
     .text(&signature)
     .integer(counter_to_sql(issued.issued_at, "projection issue time")?)
     .execute(transaction)
     .await?;
     let retains = !projection.retired_leases.is_empty() || !projection.withdrawals().is_empty();
-    let moved =
-        match head {
-            None => {
-                Statement::new(
-                    "INSERT INTO runtime_network_projection_heads \
-                   (cluster_id, node_id, generation, digest, inputs, retains) VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .text(cluster_id.as_str())
-                .text(node_id)
-                .integer(generation)
-                .text(projection.digest.as_str())
-                .text(&issued.inputs)
-                .boolean(retains)
-                .execute(transaction)
-                .await?
-            }
-            Some(head) => Statement::new(
-                "UPDATE runtime_network_projection_heads SET generation = $3, digest = $4, inputs = $5, retains = $6 \
-                 WHERE cluster_id = $1 AND node_id = $2 AND generation = $7",
-            )
-            .text(cluster_id.as_str())
-            .text(node_id)
-            .integer(generation)
-            .text(projection.digest.as_str())
-            .text(&issued.inputs)
-            .boolean(retains)
-            .integer(counter_to_sql(head.reference.generation, "projection generation")?)
-            .execute(transaction)
-            .await?,
-        };
+    // A first generation inserts the head; a later one updates the head it was built against.
+    // Either way exactly one row moves, or the head moved under the issuer.
+    let moved = Statement::new(
+        "INSERT INTO runtime_network_projection_heads \
+           (cluster_id, node_id, generation, digest, inputs, retains, granted) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (cluster_id, node_id) DO UPDATE \
+           SET generation = EXCLUDED.generation, digest = EXCLUDED.digest, inputs = EXCLUDED.inputs, \
+               retains = EXCLUDED.retains, granted = EXCLUDED.granted \
+           WHERE runtime_network_projection_heads.generation = $8",
+    )
+    .text(cluster_id.as_str())
+    .text(node_id)
+    .integer(generation)
+    .text(projection.digest.as_str())
+    .text(&issued.inputs)
+    .boolean(retains)
+    .text(&granted_text(&issued.granted))
+    .optional_integer(head.map(|head| counter_to_sql(head.reference.generation, "projection generation")).transpose()?)
+    .execute(transaction)
+    .await?;
     if moved != 1 {
         return Err(StoreError::Unavailable("a node's projection head moved while it was issued".into()));
     }
@@ -278,24 +266,14 @@ async fn write_issued(
     .integer(generation - 1)
     .execute(transaction)
     .await?;
-    Statement::new("DELETE FROM runtime_network_projection_grants WHERE cluster_id = $1 AND node_id = $2")
-        .text(cluster_id.as_str())
-        .text(node_id)
-        .execute(transaction)
-        .await?;
-    let granted: Vec<&GrantedDestination> = issued.granted.iter().collect();
-    for batch in granted.chunks(ROWS_PER_STATEMENT) {
-        let mut insert = Statement::composed(format!(
-            "INSERT INTO runtime_network_projection_grants (cluster_id, node_id, lease_id, protocol, port) VALUES {}",
-            placeholder_rows(batch.len(), 4, "$1, ", "")
-        ))
-        .text(cluster_id.as_str());
-        for (lease_id, protocol, port) in batch {
-            insert = insert.text(node_id).text(lease_id.as_str()).text(protocol.as_str()).integer(i64::from(*port));
-        }
-        insert.execute(transaction).await?;
-    }
     Ok(())
+}
+
+/// The `granted` column: a JSON array of `[leaseId, protocol, port]`.
+fn granted_text(granted: &BTreeSet<GrantedDestination>) -> String {
+    let items: Vec<(&str, &str, u16)> =
+        granted.iter().map(|(lease_id, protocol, port)| (lease_id.as_str(), protocol.as_str(), *port)).collect();
+    serde_json::to_string(&items).expect("strings and integers serialize")
 }
 
 struct SqlLockedProjections {
@@ -328,15 +306,15 @@ impl LockedProjections for SqlLockedProjections {
     }
 
     async fn granted(&mut self) -> Result<BTreeSet<GrantedDestination>, StoreError> {
-        Statement::new(
-            "SELECT DISTINCT lease_id, protocol, port FROM runtime_network_projection_grants WHERE cluster_id = $1",
-        )
-        .text(self.cluster_id.as_str())
-        .fetch_all(&mut self.transaction)
-        .await?
-        .iter()
-        .map(rows::granted_destination)
-        .collect()
+        let mut granted = BTreeSet::new();
+        for row in Statement::new("SELECT granted FROM runtime_network_projection_heads WHERE cluster_id = $1")
+            .text(self.cluster_id.as_str())
+            .fetch_all(&mut self.transaction)
+            .await?
+        {
+            granted.extend(rows::granted_destinations(&row)?);
+        }
+        Ok(granted)
     }
 
     async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError> {
@@ -344,26 +322,7 @@ impl LockedProjections for SqlLockedProjections {
     }
 
     async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<(), StoreError> {
-        Statement::new("DELETE FROM ingress_route_backends WHERE cluster_id = $1")
-            .text(self.cluster_id.as_str())
-            .execute(&mut self.transaction)
-            .await?;
-        for batch in backends.chunks(ROWS_PER_STATEMENT) {
-            let addresses: Vec<String> = batch.iter().map(|backend| backend.address.to_string()).collect();
-            let mut insert = Statement::composed(format!(
-                "INSERT INTO ingress_route_backends (cluster_id, hostname, lease_id, address, port) VALUES {}",
-                placeholder_rows(batch.len(), 4, "$1, ", "")
-            ))
-            .text(self.cluster_id.as_str());
-            for (backend, address) in batch.iter().zip(&addresses) {
-                insert = insert
-                    .text(&backend.hostname)
-                    .text(backend.lease_id.as_str())
-                    .text(address)
-                    .integer(i64::from(backend.port));
-            }
-            insert.execute(&mut self.transaction).await?;
-        }
+        replace_route_backends(&mut self.transaction, &self.cluster_id, backends).await?;
         super::relays::bump_revision(&mut self.transaction, &self.cluster_id).await?;
         Ok(())
     }

@@ -16,6 +16,7 @@ use super::sql::{HoldsConnection, Statement};
 use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
 use crate::contract::{Id, Ipv4, Protocol};
 use async_trait::async_trait;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A relay's credential. The bearer is kept only as its SHA-256 hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,36 +218,68 @@ pub(crate) async fn table_routes(
     .collect()
 }
 
-/// The backends of the cluster's routes, sorted by hostname, then lease id.
+/// The backends of the cluster's routes, sorted by hostname, then lease id. Each route keeps its
+/// backends in one column (`backends`, a JSON array of `[leaseId, address]`); a backend's port is
+/// its route's.
 pub(crate) async fn route_backends(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Vec<RouteBackend>, StoreError> {
-    let mut backends =
-        Statement::new("SELECT hostname, lease_id, address, port FROM ingress_route_backends WHERE cluster_id = $1")
-            .text(cluster_id.as_str())
-            .fetch_all(on)
-            .await?
-            .iter()
-            .map(rows::route_backend)
-            .collect::<Result<Vec<_>, _>>()?;
+    let mut backends = Vec::new();
+    for row in Statement::new("SELECT hostname, port, backends FROM ingress_routes WHERE cluster_id = $1")
+        .text(cluster_id.as_str())
+        .fetch_all(on)
+        .await?
+    {
+        backends.extend(rows::route_backends(&row)?);
+    }
     backends.sort();
     Ok(backends)
 }
 
-/// Forgets the backends of one route (its target changed, or it is deleted); the projection
-/// issuer judges them again.
-async fn forget_backends(
+/// Replaces the backends of the cluster's routes with `backends` (sorted by hostname, each with
+/// its route's port), writing only the routes whose backends change. A backend naming a route
+/// that does not exist, or another port than its route's, is refused as corrupt input.
+pub(crate) async fn replace_route_backends(
     transaction: &mut impl HoldsConnection,
     cluster_id: &Id,
-    hostname: &str,
+    backends: &[RouteBackend],
 ) -> Result<(), StoreError> {
-    Statement::new("DELETE FROM ingress_route_backends WHERE cluster_id = $1 AND hostname = $2")
+    let (before, after) = (by_route(&route_backends(transaction, cluster_id).await?), by_route(backends));
+    let routes: BTreeSet<&(String, u16)> = before.keys().chain(after.keys()).collect();
+    for route in routes {
+        let listed = after.get(route).map_or(&[][..], Vec::as_slice);
+        if before.get(route).map_or(&[][..], Vec::as_slice) == listed {
+            continue;
+        }
+        let (hostname, port) = route;
+        let written = Statement::new(
+            "UPDATE ingress_routes SET backends = $4 WHERE cluster_id = $1 AND hostname = $2 AND port = $3",
+        )
         .text(cluster_id.as_str())
         .text(hostname)
+        .integer(i64::from(*port))
+        .text(&serde_json::to_string(listed).expect("strings serialize"))
         .execute(transaction)
         .await?;
+        if written != 1 {
+            return Err(StoreError::Corrupt("a route backend names no route with its port".into()));
+        }
+    }
     Ok(())
+}
+
+/// Backends by route (hostname and port) as the `backends` column lists them: `[leaseId, address]`
+/// in the order given.
+fn by_route(backends: &[RouteBackend]) -> BTreeMap<(String, u16), Vec<(String, String)>> {
+    let mut routes: BTreeMap<(String, u16), Vec<(String, String)>> = BTreeMap::new();
+    for backend in backends {
+        routes
+            .entry((backend.hostname.clone(), backend.port))
+            .or_default()
+            .push((backend.lease_id.as_str().to_owned(), backend.address.to_string()));
+    }
+    routes
 }
 
 /// Counts the table's revision up by one (creating the table at revision 1).
@@ -420,12 +453,13 @@ impl RelayStore for SqlStore {
         .transpose()?;
         if current.as_ref() != Some(route) {
             bump_revision(&mut transaction, cluster_id).await?;
-            forget_backends(&mut transaction, cluster_id, &route.hostname).await?;
+            // A changed route forgets its backends; the projection issuer judges them again.
             Statement::new(
                 "INSERT INTO ingress_routes (cluster_id, hostname, service_id, protocol, port) \
                  VALUES ($1, $2, $3, $4, $5) \
                  ON CONFLICT (cluster_id, hostname) DO UPDATE \
-                   SET service_id = EXCLUDED.service_id, protocol = EXCLUDED.protocol, port = EXCLUDED.port",
+                   SET service_id = EXCLUDED.service_id, protocol = EXCLUDED.protocol, port = EXCLUDED.port, \
+                       backends = '[]'",
             )
             .text(cluster_id.as_str())
             .text(&route.hostname)
@@ -451,7 +485,6 @@ impl RelayStore for SqlStore {
         let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
         };
-        forget_backends(&mut transaction, cluster_id, hostname).await?;
         let deleted = Statement::new("DELETE FROM ingress_routes WHERE cluster_id = $1 AND hostname = $2")
             .text(cluster_id.as_str())
             .text(hostname)

@@ -241,20 +241,39 @@ fn port(row: &Row, what: &str) -> Result<u16, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("stored {what} port is not a port")))
 }
 
-/// A backend of a route: `hostname`, `lease_id`, `address`, `port`.
-pub(crate) fn route_backend(row: &Row) -> Result<RouteBackend, StoreError> {
-    Ok(RouteBackend {
-        hostname: row.text("hostname")?,
-        lease_id: row.id("lease_id", "route backend lease id")?,
-        address: Ipv4::parse(&row.text("address")?)
-            .ok_or_else(|| StoreError::Corrupt("stored route backend address is not an IPv4 address".into()))?,
-        port: port(row, "route backend")?,
-    })
+/// The backends of a route: `hostname`, `port` and `backends`, a JSON array of `[leaseId, address]`.
+pub(crate) fn route_backends(row: &Row) -> Result<Vec<RouteBackend>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored route backends do not read back".into());
+    let hostname = row.text("hostname")?;
+    let port = port(row, "route")?;
+    let items: Vec<(String, String)> = serde_json::from_str(&row.text("backends")?).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(lease_id, address)| {
+            Ok(RouteBackend {
+                hostname: hostname.clone(),
+                lease_id: Id::parse(&lease_id).ok_or_else(corrupt)?,
+                address: Ipv4::parse(&address).ok_or_else(corrupt)?,
+                port,
+            })
+        })
+        .collect()
 }
 
-/// A granted destination of a projection: `lease_id`, `protocol`, `port`.
-pub(crate) fn granted_destination(row: &Row) -> Result<GrantedDestination, StoreError> {
-    Ok((row.id("lease_id", "granted lease id")?, protocol(row, "grant")?, port(row, "grant")?))
+/// The `granted` column of a projection head: a JSON array of `[leaseId, protocol, port]`.
+pub(crate) fn granted_destinations(row: &Row) -> Result<Vec<GrantedDestination>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored projection grants do not read back".into());
+    let items: Vec<(String, String, u16)> = serde_json::from_str(&row.text("granted")?).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(lease_id, protocol, port)| {
+            Ok((
+                Id::parse(&lease_id).ok_or_else(corrupt)?,
+                Protocol::parse(&protocol).ok_or_else(corrupt)?,
+                Some(port).filter(|port| *port >= 1).ok_or_else(corrupt)?,
+            ))
+        })
+        .collect()
 }
 
 /// `applied_generation`, `applied_digest` of a projection head, with its node as the id.

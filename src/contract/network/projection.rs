@@ -207,13 +207,18 @@ impl RuntimeNetworkProjection {
 
     /// `networkCanonical` of the projection without its top-level `digest` (what its digest hashes).
     pub fn canonical_without_digest(&self) -> Vec<u8> {
-        self.encode(false).bytes
+        self.encode(false, None).bytes
+    }
+
+    /// `networkCanonical(projection)`, digest included: the record as it is stored and served.
+    pub fn canonical(&self) -> String {
+        String::from_utf8(self.encode(false, Some(&self.digest)).bytes).expect("canonical JSON is UTF-8")
     }
 
     /// The length of `networkCanonical(projection)`, `digest` member included (the quantity
     /// bounded by `runtimeNetworkProjectionContract.maximumCanonicalBytes`).
     pub fn canonical_len(&self) -> usize {
-        self.encode(false).bytes.len() + DIGEST_MEMBER_BYTES
+        self.encode(false, None).bytes.len() + DIGEST_MEMBER_BYTES
     }
 
     /// `workloadIngressPacketGrantsOf`: the detached packet grants, in grant order.
@@ -233,8 +238,9 @@ impl RuntimeNetworkProjection {
         self.check_structure().and_then(|()| self.check_rules()).map_err(|_| Rejected::of(KIND))
     }
 
-    /// Writes the canonical bytes without the top-level digest. `leases` records lease spans.
-    fn encode(&self, record_leases: bool) -> Encoded {
+    /// Writes the canonical bytes, with the top-level digest member when `digest` is given.
+    /// `record_leases` records lease spans.
+    fn encode(&self, record_leases: bool, digest: Option<&Sha256Digest>) -> Encoded {
         let estimate = 1024
             + self.endpoints.len() * 520
             + self.retired_leases.len() * 120
@@ -250,7 +256,12 @@ impl RuntimeNetworkProjection {
         push_string(&mut out, self.controller.id.as_str());
         out.extend_from_slice(b",\"kind\":");
         push_string(&mut out, self.controller.kind.as_str());
-        out.extend_from_slice(b"},\"endpoints\":[");
+        out.push(b'}');
+        if let Some(digest) = digest {
+            out.extend_from_slice(b",\"digest\":");
+            push_string(&mut out, digest.as_str());
+        }
+        out.extend_from_slice(b",\"endpoints\":[");
         for (index, endpoint) in self.endpoints.iter().enumerate() {
             if index > 0 {
                 out.push(b',');
@@ -334,7 +345,7 @@ impl RuntimeNetworkProjection {
     /// The whole-projection rules of `validateRuntimeNetworkProjection`, on a structurally
     /// checked projection. Every check is `O(n log n)` or better.
     pub(super) fn check_rules(&self) -> Parsed<()> {
-        let encoded = self.encode(true);
+        let encoded = self.encode(true, None);
         require(encoded.bytes.len() + DIGEST_MEMBER_BYTES <= MAXIMUM_CANONICAL_BYTES)?;
 
         // Every endpoint lease: its digest recomputed from its slice of the canonical bytes, and
@@ -400,7 +411,7 @@ impl DigestedRecord for RuntimeNetworkProjection {
 
     /// Hashes the directly written canonical bytes (equal to the generic path's, faster).
     fn compute_digest(&self) -> Sha256Digest {
-        digest_canonical_bytes(DIGEST_DOMAIN, &self.encode(false).bytes)
+        digest_canonical_bytes(DIGEST_DOMAIN, &self.encode(false, None).bytes)
     }
 }
 
@@ -731,6 +742,7 @@ mod tests {
         let value = built.to_value();
         assert_eq!(built.canonical_without_digest(), canonical_without_digest(&value).unwrap().into_bytes());
         assert_eq!(built.canonical_len(), crate::contract::json::canonical(&value).unwrap().len());
+        assert_eq!(built.canonical(), crate::contract::json::canonical(&value).unwrap());
         assert_eq!(built.validate(), Ok(()));
         assert_eq!(validate_runtime_network_projection(&value), Ok(built.clone()));
         assert_eq!(built.withdrawals().len(), 30);
