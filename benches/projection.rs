@@ -36,6 +36,10 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
 
+/// The binary's allocator (`src/main.rs`), so the domain runs here as it runs in the server.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NODES: u32 = 1000;
 
 fn id(text: &str) -> Id {
@@ -133,7 +137,7 @@ fn cluster(signing: &SigningKey) -> (ProjectionFacts, BTreeMap<NodeId, StoredPro
     let mut facts = ProjectionFacts {
         plan: Some(plan()),
         nodes,
-        leases,
+        leases: leases.into(),
         routes,
         designation: Some(designation()),
         heads: Vec::new(),

@@ -39,6 +39,10 @@ use support::database::Backend;
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{TestService, designation_request, reference_of};
 
+/// The binary's allocator (`src/main.rs`), so the domain runs here as it runs in the server.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Measured rounds of (a); each ends with the maximal generation.
 const ROUNDS: usize = 5;
 /// Measured route changes and reads of (b) and (c).

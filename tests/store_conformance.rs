@@ -1852,7 +1852,8 @@ async fn projection_rows_written_before_migration_13_read_back(context: Context)
         ]
     );
     // The upgraded route table moves on: the issuer replaces backends, a changed route forgets its own.
-    locked.replace_backends(&[backend_of("lease-a", "10.0.0.2")]).await.unwrap();
+    assert!(locked.replace_backends(&[backend_of("lease-a", "10.0.0.2")]).await.unwrap());
+    assert!(!locked.replace_backends(&[backend_of("lease-a", "10.0.0.2")]).await.unwrap(), "nothing to replace");
     locked.commit().await.unwrap();
     let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
     assert_eq!((table.revision, table.backends), (4, vec![backend_of("lease-a", "10.0.0.2")]));

@@ -50,7 +50,7 @@ use super::signing::SigningKeys;
 use super::{Clock, Controller, DomainError};
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::projection::{
-    ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference, admit_projection,
+    ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference, admit_projection_after_validated,
 };
 use crate::contract::network::workload_ingress::{
     MAXIMUM_GRANTS, MAXIMUM_WITHDRAWALS, PacketGrant, WorkloadIngressGrant, WorkloadIngressProjection,
@@ -65,7 +65,7 @@ use crate::store::projections::{
     StoredProjection,
 };
 use crate::store::relays::RouteBackend;
-use crate::store::{ChangeKind, MissingKind, SharedStore};
+use crate::store::{ChangeKind, MissingKind, SharedStore, StoreError};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -148,7 +148,7 @@ pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
         facts.leases.iter().map(|lease| (lease.id.as_str(), lease)).collect();
     // Each node's leases and grants (in grant order), found in one pass over each.
     let mut leases_on: BTreeMap<&NodeId, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
-    for lease in &facts.leases {
+    for lease in facts.leases.iter() {
         leases_on.entry(&lease.node_id).or_default().push(lease);
     }
     let mut grants_on: BTreeMap<&NodeId, Vec<&WorkloadIngressGrant>> = BTreeMap::new();
@@ -259,7 +259,9 @@ pub enum Deferred {
 }
 
 /// The next generation of one node's projection, or `None` when its content equals the head's.
-/// Pure: `previous` is the node's head with its reported application.
+/// Pure: `previous` is the node's head with its reported application; its projection has passed
+/// [`RuntimeNetworkProjection::validate`] (the issuer validates a head it reads from the store, and
+/// every generation it issues is admitted), so the admission validates only the new generation.
 pub fn next_projection(
     inputs: &NodeInputs,
     authority: &ProtectedAuthorityReference,
@@ -347,7 +349,7 @@ pub fn next_projection(
     }
     .with_computed_digest();
     let applied = previous.and_then(|stored| stored.applied.as_ref());
-    admit_projection(head, &next, applied).map_err(|_| Deferred::WaitsForApplication)?;
+    admit_projection_after_validated(head, &next, applied).map_err(|_| Deferred::WaitsForApplication)?;
     Ok(Some(next))
 }
 
@@ -475,7 +477,8 @@ impl ProjectionIssuer {
     /// issued ([`DomainError::SigningKeyUnavailable`]).
     pub async fn issue(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let unlocked = self.store.projection_facts(cluster_id).await?;
-        if affected_nodes(&unlocked, &self.controller).is_empty() {
+        let pre = affected_nodes(&unlocked, &self.controller);
+        if pre.is_empty() {
             return Ok(BTreeSet::new());
         }
         let key = self.signing.current()?;
@@ -488,7 +491,9 @@ impl ProjectionIssuer {
             return Ok(BTreeSet::new());
         };
         let authority = ProtectedAuthorityReference::of(&stored.authority);
-        let affected = affected_nodes(&facts, &self.controller);
+        // The common case: nothing moved between the two reads (the leases are one shared set
+        // then, compared by pointer), so the nodes found before the lock are the ones to rebuild.
+        let affected = if facts == unlocked { pre } else { affected_nodes(&facts, &self.controller) };
         let current = self.current_heads(cluster_id, &facts, &affected, &mut *locked).await?;
         let issued_at = self.clock.now_ms();
         let mut issued = Vec::new();
@@ -521,21 +526,18 @@ impl ProjectionIssuer {
         locked.write(&issued).await?;
         let granted = locked.granted().await?;
         let backends = judge_route_backends(&facts, &granted);
-        let backends_changed = backends != locked.backends().await?;
-        if backends_changed {
-            locked.replace_backends(&backends).await?;
-        }
+        let backends_changed = locked.replace_backends(&backends).await?;
         locked.commit().await?;
+        let nodes: BTreeSet<NodeId> = issued.iter().map(|issued| issued.signed.payload.node_id.clone()).collect();
         {
             let mut heads = self.lock_heads();
-            for issued in &issued {
-                heads.put(cluster_id, Arc::new(issued.signed.clone()));
+            for issued in issued {
+                heads.put(cluster_id, Arc::new(issued.signed));
             }
         }
         if backends_changed {
             self.route_tables.changed(cluster_id);
         }
-        let nodes: BTreeSet<NodeId> = issued.iter().map(|issued| issued.signed.payload.node_id.clone()).collect();
         if !nodes.is_empty() {
             tracing::info!(cluster = %cluster_id, nodes = nodes.len(), backends_changed, "runtime network projections issued");
         }
@@ -570,6 +572,11 @@ impl ProjectionIssuer {
             }
         }
         let read = locked.current(&unread).await?;
+        for stored in &read {
+            if stored.signed.payload.validate().is_err() {
+                return Err(StoreError::Corrupt("a stored projection head does not validate".into()).into());
+            }
+        }
         let mut cache = self.lock_heads();
         for stored in read {
             cache.put(cluster_id, Arc::new(stored.signed.clone()));

@@ -209,13 +209,21 @@ impl LeaseSets {
     }
 }
 
-/// The head generation of every live lease of the cluster, sorted by lease id (bytewise): the
-/// parsed set kept under the cluster's lease set tag when it still holds, else every record,
-/// read with the tag in one statement (so the set kept under a tag is the one that tag names).
+/// The head generation of every live lease of the cluster, sorted by lease id (bytewise).
 pub(crate) async fn live_leases_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+    Ok(live_lease_set_on(on, cluster_id).await?.as_ref().clone())
+}
+
+/// [`live_leases_on`], shared: the parsed set kept under the cluster's lease set tag when it
+/// still holds, else every record, read with the tag in one statement (so the set kept under a
+/// tag is the one that tag names).
+pub(crate) async fn live_lease_set_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+) -> Result<Arc<Vec<RuntimeNetworkLease>>, StoreError> {
     let tag = Statement::new("SELECT tag FROM runtime_network_lease_sets WHERE cluster_id = $1")
         .text(cluster_id.as_str())
         .fetch_optional(on)
@@ -225,7 +233,7 @@ pub(crate) async fn live_leases_on(
     if let Some(tag) = &tag
         && let Some(leases) = LeaseSets::lock().get(cluster_id, tag)
     {
-        return Ok(leases.as_ref().clone());
+        return Ok(leases);
     }
     let rows = Statement::composed(format!(
         "SELECT {}, (SELECT s.tag FROM runtime_network_lease_sets s WHERE s.cluster_id = h.cluster_id) AS tag \
@@ -237,10 +245,11 @@ pub(crate) async fn live_leases_on(
     .await?;
     let mut leases = rows.iter().map(rows::network_lease).collect::<Result<Vec<_>, _>>()?;
     leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+    let leases = Arc::new(leases);
     if let Some(row) = rows.first()
         && let Some(tag) = row.optional_text("tag")?
     {
-        LeaseSets::lock().put(cluster_id, tag, Arc::new(leases.clone()));
+        LeaseSets::lock().put(cluster_id, tag, leases.clone());
     }
     Ok(leases)
 }

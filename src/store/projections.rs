@@ -16,8 +16,8 @@
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_cluster};
-use super::network::{StoredNetworkPlan, current_plan, live_leases_on};
-use super::relays::{IngressRoute, RouteBackend, replace_route_backends, route_backends, table_routes};
+use super::network::{StoredNetworkPlan, current_plan, live_lease_set_on};
+use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
 use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
@@ -27,6 +27,7 @@ use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The head of one node's projection chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +51,9 @@ pub struct ProjectionFacts {
     pub plan: Option<StoredNetworkPlan>,
     /// The cluster's nodes, sorted by id.
     pub nodes: Vec<NodeSpec>,
-    /// The head generation of every live lease, sorted by lease id.
-    pub leases: Vec<RuntimeNetworkLease>,
+    /// The head generation of every live lease, sorted by lease id (shared: the store keeps the
+    /// parsed set while the cluster's leases do not change).
+    pub leases: Arc<Vec<RuntimeNetworkLease>>,
     /// The ingress routes, sorted by hostname.
     pub routes: Vec<IngressRoute>,
     /// The cluster's current ingress designation.
@@ -114,11 +116,9 @@ pub trait LockedProjections: Send {
     /// The granted destinations of every node's current projection (after [`Self::write`]).
     async fn granted(&mut self) -> Result<BTreeSet<GrantedDestination>, StoreError>;
 
-    /// The stored backends of the cluster's routes, sorted.
-    async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError>;
-
-    /// Replaces the backends of the cluster's routes and counts the route table's revision up.
-    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<(), StoreError>;
+    /// Replaces the backends of the cluster's routes (sorted) when they differ from the stored
+    /// ones, and then counts the route table's revision up; answers whether they differed.
+    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<bool, StoreError>;
 
     /// Commits the writes.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -162,7 +162,7 @@ async fn projection_facts_on(
         return Ok(ProjectionFacts::default());
     }
     let nodes = cluster_nodes(on, backend, cluster_id).await?.into_iter().map(|stored| stored.node).collect();
-    let leases = live_leases_on(on, cluster_id).await?;
+    let leases = live_lease_set_on(on, cluster_id).await?;
     let routes = table_routes(on, backend, cluster_id).await?;
     let designation = cluster_designation_on(on, cluster_id).await?.flatten();
     let heads = Statement::composed(format!(
@@ -317,14 +317,12 @@ impl LockedProjections for SqlLockedProjections {
         Ok(granted)
     }
 
-    async fn backends(&mut self) -> Result<Vec<RouteBackend>, StoreError> {
-        route_backends(&mut self.transaction, &self.cluster_id).await
-    }
-
-    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<(), StoreError> {
-        replace_route_backends(&mut self.transaction, &self.cluster_id, backends).await?;
-        super::relays::bump_revision(&mut self.transaction, &self.cluster_id).await?;
-        Ok(())
+    async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<bool, StoreError> {
+        let changed = replace_route_backends(&mut self.transaction, &self.cluster_id, backends).await?;
+        if changed {
+            super::relays::bump_revision(&mut self.transaction, &self.cluster_id).await?;
+        }
+        Ok(changed)
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {

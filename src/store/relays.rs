@@ -238,15 +238,17 @@ pub(crate) async fn route_backends(
 }
 
 /// Replaces the backends of the cluster's routes with `backends` (sorted by hostname, each with
-/// its route's port), writing only the routes whose backends change. A backend naming a route
-/// that does not exist, or another port than its route's, is refused as corrupt input.
+/// its route's port), writing only the routes whose backends change; answers whether any did. A
+/// backend naming a route that does not exist, or another port than its route's, is refused as
+/// corrupt input.
 pub(crate) async fn replace_route_backends(
     transaction: &mut impl HoldsConnection,
     cluster_id: &Id,
     backends: &[RouteBackend],
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let (before, after) = (by_route(&route_backends(transaction, cluster_id).await?), by_route(backends));
     let routes: BTreeSet<&(String, u16)> = before.keys().chain(after.keys()).collect();
+    let mut changed = false;
     for route in routes {
         let listed = after.get(route).map_or(&[][..], Vec::as_slice);
         if before.get(route).map_or(&[][..], Vec::as_slice) == listed {
@@ -265,8 +267,9 @@ pub(crate) async fn replace_route_backends(
         if written != 1 {
             return Err(StoreError::Corrupt("a route backend names no route with its port".into()));
         }
+        changed = true;
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Backends by route (hostname and port) as the `backends` column lists them: `[leaseId, address]`

@@ -562,6 +562,17 @@ pub fn admit_projection(
     admit_validated(previous, next, applied).map_err(|_| Rejected::of(KIND))
 }
 
+/// [`admit_projection`] for a `previous` that already passed [`RuntimeNetworkProjection::validate`]
+/// (an issuer's own head): validates `next` only, then the same rules, so the same answer.
+pub fn admit_projection_after_validated(
+    validated_previous: Option<&RuntimeNetworkProjection>,
+    next: &RuntimeNetworkProjection,
+    applied: Option<&AuthorityReference>,
+) -> Result<AdmissionStatus, Rejected> {
+    next.validate()?;
+    admit_validated(validated_previous, next, applied).map_err(|_| Rejected::of(KIND))
+}
+
 /// A set of keys as a sorted list: deterministic (no hasher seed) and `O(log n)` to query.
 struct Keys<K>(Vec<K>);
 
@@ -864,5 +875,29 @@ mod tests {
         let moved = moved.with_computed_digest();
         assert_eq!(moved.validate(), Ok(()));
         assert_eq!(admit_projection(Some(&second), &moved, None), Err(Rejected::of(KIND)));
+
+        // With a validated previous generation, the admission that skips validating it again
+        // answers the same in every case above; an invalid next generation still rejects.
+        let cases = [
+            (None, &first, None),
+            (Some(&first), &second, None),
+            (Some(&second), &second, None),
+            (Some(&second), &third, None),
+            (Some(&second), &third, Some(first.reference())),
+            (Some(&second), &third, Some(second.reference())),
+            (Some(&second), &moved, None),
+        ];
+        for (previous, next, applied) in cases {
+            assert_eq!(
+                admit_projection_after_validated(previous, next, applied.as_ref()),
+                admit_projection(previous, next, applied.as_ref())
+            );
+        }
+        let mut untrue = third.clone();
+        untrue.runtime_namespace = id("elsewhere");
+        assert_eq!(
+            admit_projection_after_validated(Some(&second), &untrue, Some(&second.reference())),
+            Err(Rejected::of(KIND))
+        );
     }
 }
