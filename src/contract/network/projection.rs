@@ -555,11 +555,10 @@ pub fn admit_projection(
     next: &RuntimeNetworkProjection,
     applied: Option<&AuthorityReference>,
 ) -> Result<AdmissionStatus, Rejected> {
-    next.validate()?;
     if let Some(previous) = previous {
         previous.validate()?;
     }
-    admit_validated(previous, next, applied).map_err(|_| Rejected::of(KIND))
+    admit_projection_after_validated(previous, next, applied)
 }
 
 /// [`admit_projection`] for a `previous` that already passed [`RuntimeNetworkProjection::validate`]
