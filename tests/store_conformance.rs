@@ -18,6 +18,7 @@ use cloudly::contract::network::address_plan::{
     RuntimeNetworkAddressPlan, seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
 };
 use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
+use cloudly::contract::network::projection::ProtectedAuthorityReference;
 use cloudly::contract::session::{ControllerKind, ControllerReference};
 use cloudly::contract::storage_claim::{
     InitialOwnership, LocalStorageAccessMode, LocalStorageInitialization, LocalStorageLifecycle, LocalStorageMount,
@@ -25,10 +26,12 @@ use cloudly::contract::storage_claim::{
 };
 use cloudly::contract::{AuthorityReference, DigestedRecord, Id, Ipv4, NodeId, Protocol, Sha256Digest};
 use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit_designation};
+use cloudly::domain::projections::{next_projection, node_inputs};
 use cloudly::domain::{Controller, SystemClock};
 use cloudly::keys::ControllerKeys;
 use cloudly::store::StoredNetworkPlan;
 use cloudly::store::network::LeaseChange;
+use cloudly::store::projections::IssuedProjection;
 use cloudly::store::relays::{IngressRoute, RouteBackend};
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::sessions::{AssignmentChange, StoredAssignment};
@@ -108,6 +111,7 @@ on_both_stores!(run =>
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
     facts_read_under_the_lock_see_what_its_last_holder_wrote,
+    projections_keep_their_endpoint_leases_by_reference,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1453,12 +1457,17 @@ fn address_plan(revision: u64, pool: &str) -> RuntimeNetworkAddressPlan {
 /// Plans are kept by revision with the authority generation each made, leases by generation with
 /// their heads; a plan or lease change that breaks a rule of the store, and a live lease that
 /// overlaps another, write nothing; a row that does not read back is corrupt.
-async fn network_plans_and_leases_keep_their_rules(context: Context) {
-    let store = context.migrated().await;
-    inventory(&store).await;
+/// [`inventory`] and its cluster's nodes `node-1` and `node-2`.
+async fn inventory_on_two_nodes(store: &SharedStore) {
+    inventory(store).await;
     for name in ["node-1", "node-2"] {
         written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
     }
+}
+
+async fn network_plans_and_leases_keep_their_rules(context: Context) {
+    let store = context.migrated().await;
+    inventory_on_two_nodes(&store).await;
     let cluster = id("c1");
     assert!(store.lock_network(&id("c9")).await.unwrap().is_none(), "no cluster, no lock");
     assert_eq!(store.network_plan(&cluster).await.unwrap(), None);
@@ -1705,10 +1714,7 @@ async fn assignment_heads(store: &SharedStore) -> Vec<(Id, u64, String, bool)> {
 /// leaves nothing.
 async fn assignment_generations_are_written_in_batches_under_their_guards(context: Context) {
     let store = context.migrated().await;
-    inventory(&store).await;
-    for name in ["node-1", "node-2"] {
-        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
-    }
+    inventory_on_two_nodes(&store).await;
     let cluster = id("c1");
     let keys = ControllerKeys::generate().unwrap();
     let controller =
@@ -1866,4 +1872,79 @@ async fn projection_rows_written_before_migration_13_read_back(context: Context)
     store.put_ingress_route(&id("c1"), &moved).await.unwrap();
     let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
     assert_eq!((table.revision, table.backends), (5, Vec::new()));
+}
+
+/// A projection generation is stored with `"endpoints":[]` and its endpoint leases' references;
+/// it reads back equal while its leases are live, after one of them moved on (from the kept
+/// generations), and as a whole record (a row written before migration 14). References the
+/// store cannot resolve, or that resolve to other content, are corrupt.
+async fn projections_keep_their_endpoint_leases_by_reference(context: Context) {
+    let store = context.migrated().await;
+    inventory_on_two_nodes(&store).await;
+    let cluster = id("c1");
+    let plan = address_plan(1, "10.64.0.0/29");
+    let authority = compose_runtime_network_protected_authority(&cluster, None, &plan).unwrap();
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    locked.write_plan(&plan, Some(&authority)).await.unwrap();
+    locked.commit().await.unwrap();
+    let keys = Arc::new(ControllerKeys::generate().unwrap());
+    Controller::new(store.clone(), keys.clone(), Arc::new(SystemClock)).reconcile_assignments(&cluster).await.unwrap();
+
+    let node = node_id("node-1");
+    let mut locked = store.lock_projections(&cluster).await.unwrap().unwrap();
+    let facts = locked.facts().clone();
+    let inputs = node_inputs(&facts).into_iter().find(|inputs| inputs.node_id == node).unwrap();
+    assert!(!inputs.endpoints.is_empty(), "node-1 holds a lease");
+    let authority = ProtectedAuthorityReference::of(&facts.plan.as_ref().unwrap().authority);
+    let controller = ControllerReference { kind: ControllerKind::Cloudly, id: id("cloudly") };
+    let projection = next_projection(&inputs, &authority, &cluster, &controller, None).unwrap().unwrap();
+    let signed = cloudly::contract::signing::sign(&keys.signing, projection);
+    let issued = IssuedProjection {
+        signed: signed.clone(),
+        inputs: inputs.digest(&authority, &controller),
+        granted: Default::default(),
+        issued_at: 1,
+    };
+    locked.write(&[issued]).await.unwrap();
+    locked.commit().await.unwrap();
+    let read =
+        || async { store.node_projection(&cluster, &node).await.map(|stored| stored.map(|stored| stored.signed)) };
+    assert_eq!(read().await.unwrap().as_ref(), Some(&signed));
+
+    // The endpoint lease moves on: the projection still names (and reads back) its generation 1.
+    let lease = inputs.endpoints[0].clone();
+    let mut moved = RuntimeNetworkLease { generation: 2, previous: Some(lease.reference()), ..lease.clone() };
+    moved = moved.with_computed_digest();
+    let mut locked = store.lock_network(&cluster).await.unwrap().unwrap();
+    locked.apply_leases(&[LeaseChange::Issue(Box::new(moved))]).await.unwrap();
+    locked.commit().await.unwrap();
+    assert_eq!(read().await.unwrap().as_ref(), Some(&signed));
+
+    let quoted = |text: &str| text.replace('\'', "''");
+    let without = quoted(&signed.payload.canonical_without_endpoints());
+    for (what, record, references) in [
+        ("no references", without.clone(), "'[]'".to_owned()),
+        ("an unknown generation", without.clone(), format!("'[[\"{}\", 9]]'", lease.id.as_str())),
+        ("another generation", without.clone(), format!("'[[\"{}\", 2]]'", lease.id.as_str())),
+        (
+            "a record with its endpoints and references",
+            quoted(&signed.payload.canonical()),
+            format!("'[[\"{}\", 1]]'", lease.id.as_str()),
+        ),
+    ] {
+        context
+            .database
+            .execute(&format!(
+                "UPDATE runtime_network_projections SET record = '{record}', endpoint_leases = {references}"
+            ))
+            .await;
+        assert!(matches!(read().await, Err(StoreError::Corrupt(_))), "{what}");
+    }
+    // A row written before migration 14 holds its whole record and no references.
+    let whole = quoted(&signed.payload.canonical());
+    context
+        .database
+        .execute(&format!("UPDATE runtime_network_projections SET record = '{whole}', endpoint_leases = NULL"))
+        .await;
+    assert_eq!(read().await.unwrap().as_ref(), Some(&signed));
 }

@@ -49,9 +49,7 @@ use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
 use super::{Clock, Controller, DomainError};
 use crate::contract::inventory::NodeSpec;
-use crate::contract::network::projection::{
-    ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference, admit_projection_after_validated,
-};
+use crate::contract::network::projection::{ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference};
 use crate::contract::network::workload_ingress::{
     MAXIMUM_GRANTS, MAXIMUM_WITHDRAWALS, PacketGrant, WorkloadIngressGrant, WorkloadIngressProjection,
 };
@@ -346,10 +344,9 @@ pub fn next_projection(
         workload_ingress,
         host_platform_endpoint_ids,
         digest: Sha256Digest::from_bytes(&[0; 32]),
-    }
-    .with_computed_digest();
+    };
     let applied = previous.and_then(|stored| stored.applied.as_ref());
-    admit_projection_after_validated(head, &next, applied).map_err(|_| Deferred::WaitsForApplication)?;
+    let (next, _) = next.seal_and_admit(head, applied).map_err(|_| Deferred::WaitsForApplication)?;
     Ok(Some(next))
 }
 

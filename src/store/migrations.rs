@@ -107,6 +107,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0013_projection_store_shape.sql"),
         sqlite: include_str!("../../migrations/sqlite/0013_projection_store_shape.sql"),
     },
+    EmbeddedMigration {
+        version: 14,
+        description: "projection endpoint references",
+        postgres: include_str!("../../migrations/postgres/0014_projection_endpoint_references.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0014_projection_endpoint_references.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -254,6 +254,55 @@ pub(crate) async fn live_lease_set_on(
     Ok(leases)
 }
 
+/// Lease ids per statement of [`referenced_leases_on`] (SQLite takes at most 32 766 parameters).
+const REFERENCED_LEASES_PER_STATEMENT: usize = 512;
+
+/// The lease generations `references` name (lease id, generation), in their order: from the
+/// cluster's live lease set, and one the set does not hold (a lease since moved on or released)
+/// from the kept generations. A generation the store does not keep is [`StoreError::Corrupt`].
+pub(crate) async fn referenced_leases_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    references: &[(Id, u64)],
+) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+    let live = live_lease_set_on(on, cluster_id).await?;
+    let mut found: Vec<Option<RuntimeNetworkLease>> = references
+        .iter()
+        .map(|(lease_id, generation)| {
+            live.binary_search_by(|lease| compare_bytes(lease.id.as_str(), lease_id.as_str()))
+                .ok()
+                .map(|index| &live[index])
+                .filter(|lease| lease.generation == *generation)
+                .cloned()
+        })
+        .collect();
+    let missing: Vec<usize> = (0..references.len()).filter(|index| found[*index].is_none()).collect();
+    for chunk in missing.chunks(REFERENCED_LEASES_PER_STATEMENT) {
+        let placeholders: Vec<String> = (0..chunk.len()).map(|place| format!("${}", place + 2)).collect();
+        let mut statement = Statement::composed(format!(
+            "SELECT record FROM runtime_network_leases WHERE cluster_id = $1 AND lease_id IN ({})",
+            placeholders.join(", ")
+        ))
+        .text(cluster_id.as_str());
+        for index in chunk {
+            statement = statement.text(references[*index].0.as_str());
+        }
+        let kept = statement.fetch_all(on).await?.iter().map(rows::network_lease).collect::<Result<Vec<_>, _>>()?;
+        for index in chunk {
+            let (lease_id, generation) = &references[*index];
+            found[*index] = kept.iter().find(|lease| lease.id == *lease_id && lease.generation == *generation).cloned();
+        }
+    }
+    found
+        .into_iter()
+        .map(|lease| {
+            lease.ok_or_else(|| {
+                StoreError::Corrupt("a projection names a lease generation the store does not keep".into())
+            })
+        })
+        .collect()
+}
+
 /// Reads the lease facts of a cluster whose lock the transaction holds.
 async fn lease_facts_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<LeaseFacts, StoreError> {
     let plan = current_plan(on, cluster_id).await?.map(|stored| stored.plan);

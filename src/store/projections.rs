@@ -16,7 +16,7 @@
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_cluster};
-use super::network::{StoredNetworkPlan, current_plan, live_lease_set_on};
+use super::network::{StoredNetworkPlan, current_plan, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
 use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{Backend, SqlStore, StoreError, rows};
@@ -179,14 +179,15 @@ async fn projection_facts_on(
     Ok(ProjectionFacts { plan, nodes, leases, routes, designation, heads })
 }
 
-/// The current projection of one node.
+/// The current projection of one node, its endpoint leases put back when its row keeps them by
+/// reference.
 async fn node_projection_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
     node_id: &NodeId,
 ) -> Result<Option<StoredProjection>, StoreError> {
-    Statement::new(
-        "SELECT p.record, p.signature, h.node_id, h.applied_generation, h.applied_digest \
+    let Some(row) = Statement::new(
+        "SELECT p.record, p.signature, p.endpoint_leases, h.node_id, h.applied_generation, h.applied_digest \
          FROM runtime_network_projection_heads h \
          JOIN runtime_network_projections p \
            ON p.cluster_id = h.cluster_id AND p.node_id = h.node_id AND p.generation = h.generation \
@@ -196,8 +197,14 @@ async fn node_projection_on(
     .text(node_id.as_str())
     .fetch_optional(on)
     .await?
-    .map(|row| rows::stored_projection(&row))
-    .transpose()
+    else {
+        return Ok(None);
+    };
+    let endpoints = match rows::endpoint_references(&row)? {
+        Some(references) => Some(referenced_leases_on(on, cluster_id, &references).await?),
+        None => None,
+    };
+    rows::stored_projection(&row, endpoints).map(Some)
 }
 
 /// Writes one issued generation as its node's head.
@@ -220,14 +227,15 @@ async fn write_issued(
     let signature = record_text(&issued.signed.signature, "projection signature")?;
     Statement::new(
         "INSERT INTO runtime_network_projections \
-           (cluster_id, node_id, generation, digest, record, signature, issued_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+           (cluster_id, node_id, generation, digest, record, endpoint_leases, signature, issued_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .text(cluster_id.as_str())
     .text(node_id)
     .integer(generation)
     .text(projection.digest.as_str())
-    .text(&projection.canonical())
+    .text(&projection.canonical_without_endpoints())
+    .text(&endpoint_references_text(projection))
     .text(&signature)
     .integer(counter_to_sql(issued.issued_at, "projection issue time")?)
     .execute(transaction)
@@ -267,6 +275,14 @@ async fn write_issued(
     .execute(transaction)
     .await?;
     Ok(())
+}
+
+/// The `endpoint_leases` column: the id and generation of each endpoint lease (every generation
+/// of every lease is kept), a JSON array of `[leaseId, generation]` in endpoint order.
+fn endpoint_references_text(projection: &RuntimeNetworkProjection) -> String {
+    let items: Vec<(&str, u64)> =
+        projection.endpoints.iter().map(|endpoint| (endpoint.lease.id.as_str(), endpoint.lease.generation)).collect();
+    serde_json::to_string(&items).expect("strings and integers serialize")
 }
 
 /// The `granted` column: a JSON array of `[leaseId, protocol, port]`.

@@ -25,7 +25,8 @@ use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::network::{
-    RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProjection, RuntimeNetworkProtectedAuthority,
+    ProjectionEndpoint, RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProjection,
+    RuntimeNetworkProtectedAuthority,
 };
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed, decode_public_key, key_id as signing_key_id};
@@ -311,15 +312,40 @@ pub(crate) fn projection_head(row: &Row) -> Result<ProjectionHead, StoreError> {
 }
 
 /// A node's current projection: `record`, `signature` (a signed projection) and its head's
-/// `node_id`, `applied_generation`, `applied_digest`.
-pub(crate) fn stored_projection(row: &Row) -> Result<StoredProjection, StoreError> {
+/// `node_id`, `applied_generation`, `applied_digest`. `endpoints` are the endpoint leases of a row
+/// that keeps them by reference ([`endpoint_references`]), put in before the digest is checked.
+pub(crate) fn stored_projection(
+    row: &Row,
+    endpoints: Option<Vec<RuntimeNetworkLease>>,
+) -> Result<StoredProjection, StoreError> {
     let node_id = row.node_id("node_id", "projection node id")?;
     Ok(StoredProjection {
         signed: signed_record(row, "runtime network projection", |value| {
-            RuntimeNetworkProjection::snapshot(value).ok()
+            let mut projection = RuntimeNetworkProjection::snapshot(value).ok()?;
+            if let Some(leases) = endpoints {
+                if !projection.endpoints.is_empty() {
+                    return None;
+                }
+                projection.endpoints = leases.into_iter().map(|lease| ProjectionEndpoint { lease }).collect();
+            }
+            Some(projection)
         })?,
         applied: applied_projection(row, &node_id)?,
     })
+}
+
+/// `endpoint_leases` of a projection generation: the id and generation of each endpoint lease in
+/// endpoint order (a JSON array of `[leaseId, generation]`), or `None` when the row's record holds
+/// its endpoints whole.
+pub(crate) fn endpoint_references(row: &Row) -> Result<Option<Vec<(Id, u64)>>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored projection endpoint references do not read back".into());
+    let Some(text) = row.optional_text("endpoint_leases")? else { return Ok(None) };
+    let items: Vec<(String, u64)> = serde_json::from_str(&text).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(id, generation)| Ok((Id::parse(&id).ok_or_else(corrupt)?, generation)))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// A node session of `node_id`: `session_id`, `generation`, `controller_kind`, `controller_id`,

@@ -20,7 +20,7 @@ pub use address_plan::{PlanAdmission, RuntimeNetworkAddressPlan, admit_runtime_n
 pub use authority::{PlatformEndpoint, RuntimeNetworkProtectedAuthority};
 pub use lease::{LeaseIpv4, RuntimeNetworkLease};
 pub use projection::{
-    AdmissionStatus, ProjectionAdmission, RuntimeNetworkProjection, admit_projection, admit_projection_after_validated,
-    admit_runtime_network_projection, validate_runtime_network_projection,
+    AdmissionStatus, ProjectionAdmission, ProjectionEndpoint, RuntimeNetworkProjection, admit_projection,
+    admit_projection_after_validated, admit_runtime_network_projection, validate_runtime_network_projection,
 };
 pub use workload_ingress::{PacketGrant, WorkloadIngressGrant, WorkloadIngressProjection};

@@ -185,6 +185,13 @@ pub struct RuntimeNetworkProjection {
     pub digest: Sha256Digest,
 }
 
+/// Whether [`RuntimeNetworkProjection::encode`] writes the endpoints or an empty list.
+#[derive(Clone, Copy)]
+enum Endpoints {
+    Written,
+    Elided,
+}
+
 /// The canonical bytes of a projection without its top-level digest, and where each endpoint's
 /// lease sits inside them.
 struct Encoded {
@@ -207,18 +214,27 @@ impl RuntimeNetworkProjection {
 
     /// `networkCanonical` of the projection without its top-level `digest` (what its digest hashes).
     pub fn canonical_without_digest(&self) -> Vec<u8> {
-        self.encode(false, None).bytes
+        self.encode(false, None, Endpoints::Written).bytes
     }
 
-    /// `networkCanonical(projection)`, digest included: the record as it is stored and served.
+    /// `networkCanonical(projection)`, digest included: the record as it is served.
     pub fn canonical(&self) -> String {
-        String::from_utf8(self.encode(false, Some(&self.digest)).bytes).expect("canonical JSON is UTF-8")
+        String::from_utf8(self.encode(false, Some(&self.digest), Endpoints::Written).bytes)
+            .expect("canonical JSON is UTF-8")
+    }
+
+    /// [`RuntimeNetworkProjection::canonical`] with `endpoints` written as `[]`: the record as a
+    /// store keeps it that keeps the endpoint leases by reference. Put the leases back before
+    /// checking its digest.
+    pub fn canonical_without_endpoints(&self) -> String {
+        String::from_utf8(self.encode(false, Some(&self.digest), Endpoints::Elided).bytes)
+            .expect("canonical JSON is UTF-8")
     }
 
     /// The length of `networkCanonical(projection)`, `digest` member included (the quantity
     /// bounded by `runtimeNetworkProjectionContract.maximumCanonicalBytes`).
     pub fn canonical_len(&self) -> usize {
-        self.encode(false, None).bytes.len() + DIGEST_MEMBER_BYTES
+        self.encode(false, None, Endpoints::Written).bytes.len() + DIGEST_MEMBER_BYTES
     }
 
     /// `workloadIngressPacketGrantsOf`: the detached packet grants, in grant order.
@@ -240,7 +256,7 @@ impl RuntimeNetworkProjection {
 
     /// Writes the canonical bytes, with the top-level digest member when `digest` is given.
     /// `record_leases` records lease spans.
-    fn encode(&self, record_leases: bool, digest: Option<&Sha256Digest>) -> Encoded {
+    fn encode(&self, record_leases: bool, digest: Option<&Sha256Digest>, endpoints: Endpoints) -> Encoded {
         let estimate = 1024
             + self.endpoints.len() * 520
             + self.retired_leases.len() * 120
@@ -262,7 +278,11 @@ impl RuntimeNetworkProjection {
             push_string(&mut out, digest.as_str());
         }
         out.extend_from_slice(b",\"endpoints\":[");
-        for (index, endpoint) in self.endpoints.iter().enumerate() {
+        let written = match endpoints {
+            Endpoints::Written => &self.endpoints[..],
+            Endpoints::Elided => &[],
+        };
+        for (index, endpoint) in written.iter().enumerate() {
             if index > 0 {
                 out.push(b',');
             }
@@ -343,9 +363,20 @@ impl RuntimeNetworkProjection {
     }
 
     /// The whole-projection rules of `validateRuntimeNetworkProjection`, on a structurally
-    /// checked projection. Every check is `O(n log n)` or better.
+    /// checked projection, its digest last. Every check is `O(n log n)` or better.
     pub(super) fn check_rules(&self) -> Parsed<()> {
-        let encoded = self.encode(true, None);
+        let encoded = self.encode(true, None, Endpoints::Written);
+        self.check_content(&encoded)?;
+        let mut hasher = Sha256::new();
+        hasher.update(DIGEST_DOMAIN.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(&encoded.bytes);
+        require(digest_matches(&hasher.finalize().into(), self.digest.as_str()))
+    }
+
+    /// The whole-projection rules but the digest, on `encoded` (this projection's canonical bytes
+    /// without its digest, lease spans recorded).
+    fn check_content(&self, encoded: &Encoded) -> Parsed<()> {
         require(encoded.bytes.len() + DIGEST_MEMBER_BYTES <= MAXIMUM_CANONICAL_BYTES)?;
 
         // Every endpoint lease: its digest recomputed from its slice of the canonical bytes, and
@@ -389,12 +420,24 @@ impl RuntimeNetworkProjection {
             }
             require(ingress.withdraws_no_current_grant())?;
         }
+        Ok(())
+    }
 
-        let mut hasher = Sha256::new();
-        hasher.update(DIGEST_DOMAIN.as_bytes());
-        hasher.update([0u8]);
-        hasher.update(&encoded.bytes);
-        require(digest_matches(&hasher.finalize().into(), self.digest.as_str()))
+    /// The issuer's path for a generation it built:
+    /// [`RuntimeNetworkProjection::with_computed_digest`], then
+    /// [`admit_projection_after_validated`] against the node's validated head, the same answers
+    /// with the canonical bytes written and hashed once.
+    pub fn seal_and_admit(
+        mut self,
+        validated_previous: Option<&RuntimeNetworkProjection>,
+        applied: Option<&AuthorityReference>,
+    ) -> Result<(Self, AdmissionStatus), Rejected> {
+        self.check_structure().map_err(|_| Rejected::of(KIND))?;
+        let encoded = self.encode(true, None, Endpoints::Written);
+        self.digest = digest_canonical_bytes(DIGEST_DOMAIN, &encoded.bytes);
+        self.check_content(&encoded).map_err(|_| Rejected::of(KIND))?;
+        let status = admit_validated(validated_previous, &self, applied).map_err(|_| Rejected::of(KIND))?;
+        Ok((self, status))
     }
 }
 
@@ -411,7 +454,7 @@ impl DigestedRecord for RuntimeNetworkProjection {
 
     /// Hashes the directly written canonical bytes (equal to the generic path's, faster).
     fn compute_digest(&self) -> Sha256Digest {
-        digest_canonical_bytes(DIGEST_DOMAIN, &self.encode(false, None).bytes)
+        digest_canonical_bytes(DIGEST_DOMAIN, &self.encode(false, None, Endpoints::Written).bytes)
     }
 }
 
@@ -753,6 +796,9 @@ mod tests {
         assert_eq!(built.canonical_without_digest(), canonical_without_digest(&value).unwrap().into_bytes());
         assert_eq!(built.canonical_len(), crate::contract::json::canonical(&value).unwrap().len());
         assert_eq!(built.canonical(), crate::contract::json::canonical(&value).unwrap());
+        let mut without_endpoints = value.clone();
+        without_endpoints["endpoints"] = serde_json::json!([]);
+        assert_eq!(built.canonical_without_endpoints(), crate::contract::json::canonical(&without_endpoints).unwrap());
         assert_eq!(built.validate(), Ok(()));
         assert_eq!(validate_runtime_network_projection(&value), Ok(built.clone()));
         assert_eq!(built.withdrawals().len(), 30);
@@ -890,6 +936,12 @@ mod tests {
             assert_eq!(
                 admit_projection_after_validated(previous, next, applied.as_ref()),
                 admit_projection(previous, next, applied.as_ref())
+            );
+            // Sealing a generation built with any digest computes its digest, then admits it.
+            let built = RuntimeNetworkProjection { digest: Sha256Digest::from_bytes(&[7; 32]), ..next.clone() };
+            assert_eq!(
+                built.seal_and_admit(previous, applied.as_ref()),
+                admit_projection(previous, next, applied.as_ref()).map(|status| (next.clone(), status))
             );
         }
         let mut untrue = third.clone();
