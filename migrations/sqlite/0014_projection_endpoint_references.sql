@@ -1,9 +1,6 @@
--- Cloudly store, SQLite: a projection generation keeps its endpoint leases by reference.
---
--- Every endpoint of a projection is a whole lease record (some 500 bytes of its 3.5 MB at the
--- 4 096-endpoint limit), and every generation of every lease is already kept in
--- `runtime_network_leases`. A generation written from now on stores its record with
--- `"endpoints":[]` and the endpoint leases' references in `endpoint_leases`, a JSON array of
--- `[leaseId, generation]` in endpoint order; the reader puts the leases back and checks the
--- record's digest. A row written before this migration keeps its whole record and a NULL here.
+-- Cloudly store, embedded SQLite: the same column as migrations/postgres/0014 (a projection
+-- generation keeps its endpoint leases by reference: `endpoint_leases`, a JSON array of
+-- `[leaseId, generation]` in endpoint order, with the record stored with `"endpoints":[]`; NULL
+-- for a row written before, whose record is whole). SQLite compresses nothing, so the postgres
+-- file's compression has no counterpart.
 ALTER TABLE runtime_network_projections ADD COLUMN endpoint_leases TEXT;
