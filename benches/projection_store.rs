@@ -161,7 +161,8 @@ async fn head_generations(service: &TestService, cluster: &str) -> BenchResult<V
 struct Maximal {
     /// Per withdrawal count (1 024, 2 048, 3 072, 4 096): the timed route changes.
     by_withdrawals: Vec<(usize, Vec<Duration>)>,
-    /// The stored record's size, bytes.
+    /// The maximal projection's JSON size, bytes (what a node receives; the store keeps its
+    /// endpoint leases by reference).
     record_bytes: usize,
     /// The store's statements during the timed route changes: operation, total ms, count.
     statements: Vec<(String, f64, u64)>,

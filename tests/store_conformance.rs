@@ -1905,6 +1905,13 @@ async fn projections_keep_their_endpoint_leases_by_reference(context: Context) {
         granted: Default::default(),
         issued_at: 1,
     };
+    // An endpoint lease that is not the live one could not be read back: refused, nothing written.
+    let mut unheld = issued.clone();
+    unheld.signed.payload.endpoints[0].lease.generation = 9;
+    assert!(matches!(locked.write(&[unheld]).await, Err(StoreError::Corrupt(_))));
+    locked.rollback().await.unwrap();
+    assert_eq!(store.node_projection(&cluster, &node).await.unwrap(), None);
+    let mut locked = store.lock_projections(&cluster).await.unwrap().unwrap();
     locked.write(&[issued]).await.unwrap();
     locked.commit().await.unwrap();
     let read =

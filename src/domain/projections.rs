@@ -614,7 +614,7 @@ impl ProjectionIssuer {
 
     /// The node's current projection, read from its head. The issuer runs first only when the
     /// node has none yet or the cluster is owed an issue; otherwise every change has issued
-    /// already, and a read costs one statement however large the cluster is.
+    /// already, and a read costs the same few statements however large the cluster is.
     async fn current(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, DomainError> {
         if !self.is_owed(cluster_id) {
             if let Some(stored) = self.store.node_projection(cluster_id, node_id).await? {

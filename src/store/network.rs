@@ -254,8 +254,9 @@ pub(crate) async fn live_lease_set_on(
     Ok(leases)
 }
 
-/// Lease ids per statement of [`referenced_leases_on`] (SQLite takes at most 32 766 parameters).
-const REFERENCED_LEASES_PER_STATEMENT: usize = 512;
+/// Lease generations per statement of [`referenced_leases_on`] (two parameters each; SQLite
+/// builds before 3.32 take at most 999).
+const REFERENCED_LEASES_PER_STATEMENT: usize = 256;
 
 /// The lease generations `references` name (lease id, generation), in their order: from the
 /// cluster's live lease set, and one the set does not hold (a lease since moved on or released)
@@ -265,6 +266,9 @@ pub(crate) async fn referenced_leases_on(
     cluster_id: &Id,
     references: &[(Id, u64)],
 ) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
+    if references.is_empty() {
+        return Ok(Vec::new());
+    }
     let live = live_lease_set_on(on, cluster_id).await?;
     let mut found: Vec<Option<RuntimeNetworkLease>> = references
         .iter()
@@ -278,19 +282,25 @@ pub(crate) async fn referenced_leases_on(
         .collect();
     let missing: Vec<usize> = (0..references.len()).filter(|index| found[*index].is_none()).collect();
     for chunk in missing.chunks(REFERENCED_LEASES_PER_STATEMENT) {
-        let placeholders: Vec<String> = (0..chunk.len()).map(|place| format!("${}", place + 2)).collect();
+        let pairs: Vec<String> =
+            (0..chunk.len()).map(|place| format!("(${}, ${})", 2 * place + 2, 2 * place + 3)).collect();
         let mut statement = Statement::composed(format!(
-            "SELECT record FROM runtime_network_leases WHERE cluster_id = $1 AND lease_id IN ({})",
-            placeholders.join(", ")
+            "SELECT record FROM runtime_network_leases \
+             WHERE cluster_id = $1 AND (lease_id, generation) IN (VALUES {})",
+            pairs.join(", ")
         ))
         .text(cluster_id.as_str());
         for index in chunk {
-            statement = statement.text(references[*index].0.as_str());
-        }
-        let kept = statement.fetch_all(on).await?.iter().map(rows::network_lease).collect::<Result<Vec<_>, _>>()?;
-        for index in chunk {
             let (lease_id, generation) = &references[*index];
-            found[*index] = kept.iter().find(|lease| lease.id == *lease_id && lease.generation == *generation).cloned();
+            statement = statement.text(lease_id.as_str()).integer(counter_to_sql(*generation, "lease generation")?);
+        }
+        let mut kept: HashMap<(Id, u64), RuntimeNetworkLease> = HashMap::new();
+        for row in statement.fetch_all(on).await? {
+            let lease = rows::network_lease(&row)?;
+            kept.insert((lease.id.clone(), lease.generation), lease);
+        }
+        for index in chunk {
+            found[*index] = kept.remove(&references[*index]);
         }
     }
     found

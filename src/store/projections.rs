@@ -23,6 +23,7 @@ use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
+use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
 use async_trait::async_trait;
@@ -211,15 +212,24 @@ async fn node_projection_on(
 async fn write_issued(
     transaction: &mut Transaction,
     cluster_id: &Id,
-    heads: &[ProjectionHead],
+    facts: &ProjectionFacts,
     issued: &IssuedProjection,
 ) -> Result<(), StoreError> {
     let projection = &issued.signed.payload;
     if projection.cluster_id != *cluster_id {
         return Err(StoreError::Corrupt("an issued projection names another cluster".into()));
     }
+    // The endpoint leases are stored by reference: each must be a live lease as read under the
+    // lock (so its generation is kept, with this content), or the record could not be read back.
+    let live = &facts.leases;
+    if !projection.endpoints.iter().all(|endpoint| {
+        live.binary_search_by(|lease| compare_bytes(lease.id.as_str(), endpoint.lease.id.as_str()))
+            .is_ok_and(|index| live[index] == endpoint.lease)
+    }) {
+        return Err(StoreError::Corrupt("an issued projection names a lease that is not live".into()));
+    }
     let node_id = projection.node_id.as_str();
-    let head = heads.iter().find(|head| head.node_id == projection.node_id);
+    let head = facts.heads.iter().find(|head| head.node_id == projection.node_id);
     if projection.previous.as_ref() != head.map(|head| &head.reference) {
         return Err(StoreError::Corrupt("an issued projection does not link its node's head".into()));
     }
@@ -316,7 +326,7 @@ impl LockedProjections for SqlLockedProjections {
 
     async fn write(&mut self, issued: &[IssuedProjection]) -> Result<(), StoreError> {
         for projection in issued {
-            write_issued(&mut self.transaction, &self.cluster_id, &self.facts.heads, projection).await?;
+            write_issued(&mut self.transaction, &self.cluster_id, &self.facts, projection).await?;
         }
         Ok(())
     }
