@@ -23,7 +23,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::inventory::lock_cluster;
-use super::sql::{HoldsConnection, Statement, Transaction, head_record_columns};
+use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
@@ -235,10 +235,11 @@ pub(crate) async fn live_lease_set_on(
     {
         return Ok(leases);
     }
+    let record = head_record(backend_of(on), "runtime_network_leases", "r", "lease_id", &["record"]);
     let rows = Statement::composed(format!(
         "SELECT {}, (SELECT s.tag FROM runtime_network_lease_sets s WHERE s.cluster_id = h.cluster_id) AS tag \
-         FROM runtime_network_lease_heads h WHERE h.cluster_id = $1 AND h.live",
-        head_record_columns("runtime_network_leases", "lease_id", &["record"])
+         FROM runtime_network_lease_heads h {} WHERE h.cluster_id = $1 AND h.live",
+        record.columns, record.join
     ))
     .text(cluster_id.as_str())
     .fetch_all(on)
@@ -320,9 +321,10 @@ async fn lease_facts_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Resul
     if plan.is_none() && leases.is_empty() {
         return Ok(LeaseFacts::default());
     }
+    let record = head_record(backend_of(on), "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
     let mut holders = Statement::composed(format!(
-        "SELECT {}, h.active FROM runtime_assignment_heads h WHERE h.cluster_id = $1 AND h.active",
-        head_record_columns("runtime_assignments", "assignment_id", &["record", "signature"])
+        "SELECT {}, h.active FROM runtime_assignment_heads h {} WHERE h.cluster_id = $1 AND h.active",
+        record.columns, record.join
     ))
     .text(cluster_id.as_str())
     .fetch_all(on)

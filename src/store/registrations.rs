@@ -14,7 +14,7 @@
 
 use super::codec::counter_to_sql;
 use super::sessions::{ReportedState, current_session_on};
-use super::sql::{Statement, head_record_columns};
+use super::sql::{Statement, head_record};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -223,15 +223,19 @@ impl RegistrationStore for SqlStore {
         }
         if facts.session.is_some() {
             // The head's record and its reported state (absent: NULL), by probes of their keys.
+            let backend = self.pool.backend();
+            let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
+            let state = head_record(
+                backend,
+                "runtime_assignment_states",
+                "s",
+                "assignment_id",
+                &["state", "session_id", "session_generation", "reported_at"],
+            );
             let assignment_rows = Statement::composed(format!(
-                "SELECT {}, {} FROM runtime_assignment_heads h \
+                "SELECT {}, {} FROM runtime_assignment_heads h {} {} \
                  WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
-                head_record_columns("runtime_assignments", "assignment_id", &["record", "signature"]),
-                head_record_columns(
-                    "runtime_assignment_states",
-                    "assignment_id",
-                    &["state", "session_id", "session_generation", "reported_at"]
-                ),
+                record.columns, state.columns, record.join, state.join,
             ))
             .text(cluster_id.as_str())
             .text(node_id.as_str())

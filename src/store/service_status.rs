@@ -92,8 +92,8 @@ impl ServiceStatusStore for SqlStore {
         let bytewise = self.pool.backend().bytewise();
         let mut connection = self.pool.connection().await?;
         let head_states = Statement::composed(format!(
-            // The head's state by a probe of the heads' key per state row, never a join (see
-            // `head_record_columns`).
+            // The head's state by a probe of the heads' key per state row, never a plain join
+            // (see `sql::head_record`).
             "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation, s.reported_at \
              FROM runtime_assignment_states s \
              WHERE s.cluster_id = $1 AND s.generation = (SELECT h.generation FROM runtime_assignment_heads h \

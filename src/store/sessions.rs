@@ -23,7 +23,7 @@ use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
 use super::network::{LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Statement, Transaction, head_record_columns, placeholder_rows};
+use super::sql::{HoldsConnection, Statement, Transaction, head_record, placeholder_rows};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
@@ -234,11 +234,12 @@ pub trait LockedAssignments: Send {
 
 /// The head generations with their records, as [`rows::assignment_head`] reads them; a statement
 /// adds its `WHERE` and `ORDER BY`.
-fn heads() -> String {
+fn heads(backend: Backend) -> String {
+    let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature", "digest"]);
     format!(
         "SELECT {}, h.active, h.assignment_id, h.generation AS head_generation, h.node_id, h.service_id \
-         FROM runtime_assignment_heads h",
-        head_record_columns("runtime_assignments", "assignment_id", &["record", "signature", "digest"])
+         FROM runtime_assignment_heads h {}",
+        record.columns, record.join
     )
 }
 
@@ -303,7 +304,7 @@ async fn read_facts(
     let heads = AssignmentHeads::from_rows(
         &Statement::composed(format!(
             "{} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}",
-            heads(),
+            heads(backend),
             backend.bytewise()
         ))
         .text(cluster_id.as_str())
@@ -651,7 +652,7 @@ impl SessionStore for SqlStore {
         AssignmentHeads::from_rows(
             &Statement::composed(format!(
                 "{} WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.active ORDER BY h.assignment_id{}",
-                heads(),
+                heads(self.pool.backend()),
                 self.pool.backend().bytewise()
             ))
             .text(cluster_id.as_str())

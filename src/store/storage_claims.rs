@@ -17,7 +17,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::sql::{HoldsConnection, Statement, head_record_columns};
+use super::sql::{HoldsConnection, Statement, head_record};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::signing::Signed;
 use crate::contract::storage_claim::RuntimeLocalStorageClaim;
@@ -204,7 +204,7 @@ pub trait StorageClaimStore: Send + Sync {
 
 /// The head generations with their records, as [`rows::claim_head`] reads them; a statement adds
 /// its `WHERE` and `ORDER BY`.
-fn heads() -> String {
+fn heads(backend: Backend) -> String {
     let columns = [
         "record",
         "signature",
@@ -221,10 +221,11 @@ fn heads() -> String {
         "resolution",
         "resolved_at",
     ];
+    let record = head_record(backend, "runtime_local_storage_claims", "r", "claim_id", &columns);
     format!(
         "SELECT {}, h.claim_id, h.generation AS head_generation, h.node_id, h.service_id, h.volume_id \
-         FROM runtime_local_storage_claim_heads h",
-        head_record_columns("runtime_local_storage_claims", "claim_id", &columns)
+         FROM runtime_local_storage_claim_heads h {}",
+        record.columns, record.join
     )
 }
 
@@ -235,10 +236,14 @@ pub(crate) async fn claim_heads_on(
     cluster_id: &Id,
 ) -> Result<ClaimHeads, StoreError> {
     ClaimHeads::from_rows(
-        &Statement::composed(format!("{} WHERE h.cluster_id = $1 ORDER BY h.claim_id{}", heads(), backend.bytewise()))
-            .text(cluster_id.as_str())
-            .fetch_all(on)
-            .await?,
+        &Statement::composed(format!(
+            "{} WHERE h.cluster_id = $1 ORDER BY h.claim_id{}",
+            heads(backend),
+            backend.bytewise()
+        ))
+        .text(cluster_id.as_str())
+        .fetch_all(on)
+        .await?,
     )
 }
 
@@ -371,7 +376,7 @@ impl StorageClaimStore for SqlStore {
         ClaimHeads::from_rows(
             &Statement::composed(format!(
                 "{} WHERE h.cluster_id = $1 AND h.node_id = $2 ORDER BY h.claim_id{}",
-                heads(),
+                heads(self.pool.backend()),
                 self.pool.backend().bytewise()
             ))
             .text(cluster_id.as_str())
