@@ -288,11 +288,14 @@ async fn read_facts(
         .transpose()?
         .unwrap_or_default();
     let nodes = cluster_nodes(on, backend, cluster_id).await?;
+    // Each current spec by one probe of the revisions' key (never a join planned from statistics,
+    // `sql::head_record`; its revision is the service row's own).
     let services = Statement::composed(format!(
-        "SELECT r.body, r.revision FROM services s \
-         JOIN service_spec_revisions r \
-           ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision \
-         WHERE s.cluster_id = $1 AND NOT s.deleted ORDER BY s.service_id{}",
+        "SELECT (SELECT r.body FROM service_spec_revisions r \
+                 WHERE r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
+                   AND r.revision = s.current_revision) AS body, \
+                s.current_revision AS revision \
+         FROM services s WHERE s.cluster_id = $1 AND NOT s.deleted ORDER BY s.service_id{}",
         backend.bytewise()
     ))
     .text(cluster_id.as_str())
