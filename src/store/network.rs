@@ -23,7 +23,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::inventory::lock_cluster;
-use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record};
+use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record, placeholder_rows};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
@@ -255,6 +255,14 @@ pub(crate) async fn live_lease_set_on(
     Ok(leases)
 }
 
+/// The lease with this id in `leases` (a set sorted by id, as [`live_lease_set_on`] answers it).
+pub(crate) fn lease_by_id<'a>(leases: &'a [RuntimeNetworkLease], lease_id: &Id) -> Option<&'a RuntimeNetworkLease> {
+    leases
+        .binary_search_by(|lease| compare_bytes(lease.id.as_str(), lease_id.as_str()))
+        .ok()
+        .map(|index| &leases[index])
+}
+
 /// Lease generations per statement of [`referenced_leases_on`] (two parameters each; SQLite
 /// builds before 3.32 take at most 999).
 const REFERENCED_LEASES_PER_STATEMENT: usize = 256;
@@ -274,21 +282,15 @@ pub(crate) async fn referenced_leases_on(
     let mut found: Vec<Option<RuntimeNetworkLease>> = references
         .iter()
         .map(|(lease_id, generation)| {
-            live.binary_search_by(|lease| compare_bytes(lease.id.as_str(), lease_id.as_str()))
-                .ok()
-                .map(|index| &live[index])
-                .filter(|lease| lease.generation == *generation)
-                .cloned()
+            lease_by_id(&live, lease_id).filter(|lease| lease.generation == *generation).cloned()
         })
         .collect();
     let missing: Vec<usize> = (0..references.len()).filter(|index| found[*index].is_none()).collect();
     for chunk in missing.chunks(REFERENCED_LEASES_PER_STATEMENT) {
-        let pairs: Vec<String> =
-            (0..chunk.len()).map(|place| format!("(${}, ${})", 2 * place + 2, 2 * place + 3)).collect();
         let mut statement = Statement::composed(format!(
             "SELECT record FROM runtime_network_leases \
              WHERE cluster_id = $1 AND (lease_id, generation) IN (VALUES {})",
-            pairs.join(", ")
+            placeholder_rows(chunk.len(), 2, "", "")
         ))
         .text(cluster_id.as_str());
         for index in chunk {

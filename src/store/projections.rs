@@ -16,14 +16,13 @@
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_cluster};
-use super::network::{StoredNetworkPlan, current_plan, live_lease_set_on, referenced_leases_on};
+use super::network::{StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
 use super::sql::{HoldsConnection, Statement, Transaction};
 use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
-use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
 use async_trait::async_trait;
@@ -221,11 +220,11 @@ async fn write_issued(
     }
     // The endpoint leases are stored by reference: each must be a live lease as read under the
     // lock (so its generation is kept, with this content), or the record could not be read back.
-    let live = &facts.leases;
-    if !projection.endpoints.iter().all(|endpoint| {
-        live.binary_search_by(|lease| compare_bytes(lease.id.as_str(), endpoint.lease.id.as_str()))
-            .is_ok_and(|index| live[index] == endpoint.lease)
-    }) {
+    if !projection
+        .endpoints
+        .iter()
+        .all(|endpoint| lease_by_id(&facts.leases, &endpoint.lease.id) == Some(&endpoint.lease))
+    {
         return Err(StoreError::Corrupt("an issued projection names a lease that is not live".into()));
     }
     let node_id = projection.node_id.as_str();
