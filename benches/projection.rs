@@ -137,7 +137,7 @@ fn cluster(signing: &SigningKey) -> (ProjectionFacts, BTreeMap<NodeId, StoredPro
     let mut facts = ProjectionFacts {
         plan: Some(plan()),
         nodes,
-        leases: leases.into(),
+        leases: std::sync::Arc::new(leases.into_iter().map(std::sync::Arc::new).collect()),
         routes,
         designation: Some(designation()),
         heads: Vec::new(),
@@ -152,6 +152,7 @@ fn cluster(signing: &SigningKey) -> (ProjectionFacts, BTreeMap<NodeId, StoredPro
             inputs: inputs.digest(&authority, &controller()),
             retains: false,
             applied: None,
+            granted: Default::default(),
         });
         issued.insert(inputs.node_id.clone(), StoredProjection { signed: sign(signing, next), applied: None });
     }

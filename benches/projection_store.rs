@@ -154,7 +154,7 @@ async fn projection_of(service: &TestService, cluster: &str, node: &str) -> Benc
 
 /// The head generation of every node of the cluster.
 async fn head_generations(service: &TestService, cluster: &str) -> BenchResult<Vec<(NodeId, u64)>> {
-    let facts = service.store.projection_facts(&id(cluster)).await.map_err(|error| error.to_string())?;
+    let facts = service.store.projection_facts(&id(cluster), None).await.map_err(|error| error.to_string())?;
     Ok(facts.heads.iter().map(|head| (head.node_id.clone(), head.reference.generation)).collect())
 }
 

@@ -128,6 +128,10 @@ pub struct ServeConfig {
     /// ms: the bound on how long a failed or interrupted issue stays unrepaired.
     #[arg(long, env = "CLOUDLY_PROJECTION_SWEEP_MS", default_value_t = 60_000)]
     pub projection_sweep_ms: u64,
+    /// How often this process runs the full pass over every cluster (anti-entropy: what the
+    /// incremental reconcile of each write left undone is corrected and counted), in ms.
+    #[arg(long, env = "CLOUDLY_RECONCILE_FULL_PASS_MS", default_value_t = 300_000)]
+    pub reconcile_full_pass_ms: u64,
     /// Overrides of the `retryAfterMs` of `registerClusterIngress` refusals, as `reason=ms` pairs
     /// separated by commas (`not-ready=10000,conflict=2000`), each from 1000 to 300000; reasons
     /// not named keep the spec's defaults.
@@ -194,6 +198,10 @@ impl ServeConfig {
             (1_000..=3_600_000).contains(&self.projection_sweep_ms),
             "--projection-sweep-ms must be from 1000 to 3600000"
         );
+        anyhow::ensure!(
+            (1_000..=86_400_000).contains(&self.reconcile_full_pass_ms),
+            "--reconcile-full-pass-ms must be from 1000 to 86400000"
+        );
         let registration_retry_after =
             crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
@@ -221,6 +229,7 @@ impl ServeConfig {
             assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
             signing_key_check_ms: self.signing_key_check_ms,
             projection_sweep_ms: self.projection_sweep_ms,
+            reconcile_full_pass_ms: self.reconcile_full_pass_ms,
             retention,
             ..crate::domain::ControllerSettings::default()
         })
@@ -253,6 +262,7 @@ impl ServeConfig {
             "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,
             "signingKeyCheckMs": self.signing_key_check_ms,
             "projectionSweepMs": self.projection_sweep_ms,
+            "reconcileFullPassMs": self.reconcile_full_pass_ms,
             "registrationRetryAfterMs": crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_or_else(|error| format!("invalid: {error}"), |table| table.to_text()),
             "keys": self.store.keys_dir().display().to_string(),

@@ -74,6 +74,17 @@ pub const METRICS: &[Metric] = &[
         Kind::Counter,
         "Rows deleted by retention, by kind (registration, relay_connection).",
     ),
+    metric(
+        "cloudly_reconcile_corrections_total",
+        Kind::Counter,
+        "Changes the full pass made that the incremental reconcile of each write had left undone, by kind: assignments, claims, leases, projections or statuses (each one a bug or a failed reconcile).",
+    ),
+    metric(
+        "cloudly_reconcile_full_pass_duration_seconds",
+        Kind::Gauge,
+        "How long the last full pass over every cluster took.",
+    ),
+    metric("cloudly_reconcile_full_passes_total", Kind::Counter, "Full passes over every cluster run by this process."),
     metric("cloudly_request_duration_seconds", Kind::Histogram, "Time to answer a POST /typedrequest, by method."),
     metric(
         "cloudly_requests_shed_total",

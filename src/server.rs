@@ -142,6 +142,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
     // Subscribed before the first request, so no signal of this server's own writes is lost.
     let signals = controller.spawn_signal_follower();
     let sweeps = tokio::spawn(run_projection_sweeps(controller.clone()));
+    let full_passes = tokio::spawn(run_full_passes(controller.clone()));
     let task = tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -154,6 +155,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
         controller.all_assignments_settled().await;
         signals.abort();
         sweeps.abort();
+        full_passes.abort();
         served
     });
     Ok(RunningServer { address, state, stop, task })
@@ -203,30 +205,44 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs retention (`domain::retention`) every `settings.retention.interval_ms`, the first run one
-/// interval after the start; a failed run is logged and the next one tries again.
-async fn run_retention(controller: Arc<Controller>) {
-    let interval = Duration::from_millis(controller.settings.retention.interval_ms.max(1_000));
+/// Runs `run` every `interval_ms` (at least a second), the first run one interval after the
+/// start, each after the previous one ended (a late tick is delayed, never bunched).
+async fn every<Run: Future<Output = ()>>(interval_ms: u64, mut run: impl FnMut() -> Run) {
+    let interval = Duration::from_millis(interval_ms.max(1_000));
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if let Err(error) = controller.prune_retained().await {
-            tracing::warn!(%error, "retention run failed");
-        }
+        run().await;
     }
 }
 
-/// Issues every cluster's network projections every `settings.projection_sweep_ms`, the first
-/// sweep one interval after the start (`Controller::sweep_projections`).
+/// Runs retention (`domain::retention`) every `settings.retention.interval_ms`; a failed run is
+/// logged and the next one tries again.
+async fn run_retention(controller: Arc<Controller>) {
+    every(controller.settings.retention.interval_ms, || async {
+        if let Err(error) = controller.prune_retained().await {
+            tracing::warn!(%error, "retention run failed");
+        }
+    })
+    .await;
+}
+
+/// Issues every cluster's network projections every `settings.projection_sweep_ms`
+/// (`Controller::sweep_projections`).
 async fn run_projection_sweeps(controller: Arc<Controller>) {
-    let interval = Duration::from_millis(controller.settings.projection_sweep_ms.max(1_000));
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        controller.sweep_projections().await;
-    }
+    every(controller.settings.projection_sweep_ms, || controller.sweep_projections()).await;
+}
+
+/// How long the full pass waits before it corrects what it found, so a write whose own reconcile
+/// is still in flight is not corrected (and counted) by it.
+const FULL_PASS_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs the full pass over every cluster every `settings.reconcile_full_pass_ms`
+/// (`Controller::full_pass_all`), one cluster after the other: at most one pass at a time, off
+/// every request's path.
+async fn run_full_passes(controller: Arc<Controller>) {
+    every(controller.settings.reconcile_full_pass_ms, || controller.full_pass_all(FULL_PASS_GRACE)).await;
 }
 
 /// Registers the stop signals (SIGTERM, SIGINT) at once, so that a signal arriving any time after

@@ -7,7 +7,9 @@
 #[macro_use]
 mod support;
 
+use cloudly::contract::Id;
 use serde_json::{Value, json};
+use std::time::Duration;
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{Backend, TestService, spec_body};
 
@@ -224,8 +226,13 @@ on_both_stores!(an_assignment_record_that_does_not_read_back_affects_only_itself
     // Both records stop reading back (as a record written by a build with other bounds would).
     service.database.execute("UPDATE runtime_assignments SET record = '{}' WHERE service_id IN ('kept', 'gone')").await;
     service.admin_call("deleteService", json!({ "clusterId": "c1", "serviceId": "gone", "expectedRevision": 1 })).await;
-    // The node still gets its set: the deleted service's unreadable head left it, the kept
-    // service's was replaced by a new generation linking it.
+    // The delete touched `gone` only: its unreadable head left the node's set; `kept`'s
+    // unreadable head is left out of the set until something reconciles it.
+    assert_eq!(assigned_services(&agent, &session).await, ["ingress"]);
+    // Damage done behind the store's back is what the full pass is for: it replaces the kept
+    // service's head by a new generation linking it, and counts the correction.
+    let corrections = service.controller().full_pass(&Id::parse("c1").unwrap(), Duration::ZERO).await.unwrap();
+    assert_eq!(corrections.assignments, 1, "{corrections:?}");
     assert_eq!(assigned_services(&agent, &session).await, ["ingress", "kept"]);
     let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
     let kept = answer["assignments"]

@@ -29,7 +29,6 @@ use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit
 use cloudly::domain::projections::{next_projection, node_inputs};
 use cloudly::domain::{Controller, SystemClock};
 use cloudly::keys::ControllerKeys;
-use cloudly::store::StoredNetworkPlan;
 use cloudly::store::network::LeaseChange;
 use cloudly::store::projections::IssuedProjection;
 use cloudly::store::relays::{IngressRoute, RouteBackend};
@@ -40,6 +39,8 @@ use cloudly::store::{
     Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
     SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
 };
+use cloudly::store::{FactScope, StoredNetworkPlan};
+use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
 use std::sync::Arc;
@@ -99,6 +100,7 @@ on_both_stores!(run =>
     rows_that_do_not_read_back_are_corrupt,
     designations_written_before_migration_5_read_back,
     projection_rows_written_before_migration_13_read_back,
+    volume_declarations_written_before_migration_15_are_found_by_volume_id,
     lost_connections_are_replaced,
     facts_written_between_read_and_write_are_judged_again,
     a_twin_committed_between_read_and_write_is_replayed,
@@ -306,7 +308,7 @@ impl Proposal {
     /// Commits and expects acceptance.
     async fn accept(&self, store: &dyn Store) -> (ClusterIngressDesignation, ServiceRuntimeSpec) {
         match self.commit(store).await {
-            DesignationCommit::Accepted { designation, spec } => (designation, spec),
+            DesignationCommit::Accepted { designation, spec, .. } => (designation, spec),
             other => panic!("expected Accepted, got {other:?}"),
         }
     }
@@ -558,30 +560,30 @@ async fn service_statuses_keep_their_time_until_the_verdict_changes(context: Con
     let cluster_id = id("c1");
     let first =
         vec![recorded("ingress", 1, "converging", None, 10), recorded("web", 1, "refused", Some("ports-too-many"), 10)];
-    assert_eq!(store.record_statuses(&cluster_id, &first).await.unwrap(), first);
+    assert_eq!(store.record_statuses(&cluster_id, &FactScope::Cluster, &first).await.unwrap(), first);
     // The same verdicts judged later keep their time; a changed one takes the new time.
     let later =
         vec![recorded("ingress", 1, "converged", None, 20), recorded("web", 1, "refused", Some("ports-too-many"), 20)];
     let expected =
         vec![recorded("ingress", 1, "converged", None, 20), recorded("web", 1, "refused", Some("ports-too-many"), 10)];
-    assert_eq!(store.record_statuses(&cluster_id, &later).await.unwrap(), expected);
+    assert_eq!(store.record_statuses(&cluster_id, &FactScope::Cluster, &later).await.unwrap(), expected);
     // Another reason, or another revision with the same verdict, is a change.
     let moved = vec![
         recorded("ingress", 2, "converged", None, 30),
         recorded("web", 1, "refused", Some("no-eligible-node"), 30),
     ];
-    assert_eq!(store.record_statuses(&cluster_id, &moved).await.unwrap(), moved);
+    assert_eq!(store.record_statuses(&cluster_id, &FactScope::Cluster, &moved).await.unwrap(), moved);
     // A service that is gone (deleted) is forgotten.
     let only = vec![recorded("ingress", 2, "converged", None, 40)];
     assert_eq!(
-        store.record_statuses(&cluster_id, &only).await.unwrap(),
+        store.record_statuses(&cluster_id, &FactScope::Cluster, &only).await.unwrap(),
         vec![recorded("ingress", 2, "converged", None, 30)]
     );
     // A state the schema does not know is refused by the database and changes nothing.
     let bad = vec![recorded("ingress", 2, "running", None, 50)];
-    assert!(store.record_statuses(&cluster_id, &bad).await.is_err());
+    assert!(store.record_statuses(&cluster_id, &FactScope::Cluster, &bad).await.is_err());
     assert_eq!(
-        store.record_statuses(&cluster_id, &only).await.unwrap(),
+        store.record_statuses(&cluster_id, &FactScope::Cluster, &only).await.unwrap(),
         vec![recorded("ingress", 2, "converged", None, 30)]
     );
 }
@@ -1139,13 +1141,14 @@ fn migrator_before(backend: Backend, version: i64) -> sqlx::migrate::Migrator {
                 3 "0003_sessions_and_assignments", 4 "0004_ingress_registrations", 5 "0005_designation_write_set",
                 6 "0006_controller_keys_and_readiness", 7 "0007_network", 8 "0008_service_runtime_status",
                 9 "0009_runtime_local_storage_claims", 10 "0010_retention", 11 "0011_network_projections",
-                12 "0012_controller_key_public_keys")
+                12 "0012_controller_key_public_keys", 13 "0013_projection_store_shape",
+                14 "0014_projection_endpoint_references")
         };
         (@ $dir:literal: $($version:literal $name:literal),*) => {
             [$(($version, $name, include_str!(concat!("../migrations/", $dir, "/", $name, ".sql")))),*]
         };
     }
-    let files: [(i64, &str, &'static str); 12] = match backend {
+    let files: [(i64, &str, &'static str); 14] = match backend {
         Backend::Postgres => files!("postgres"),
         Backend::Sqlite => files!("sqlite"),
     };
@@ -1499,7 +1502,7 @@ async fn network_plans_and_leases_keep_their_rules(context: Context) {
     // The assignment reconcile allocates leases in its own transaction.
     let controller =
         Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
-    controller.reconcile_assignments(&cluster).await.unwrap();
+    controller.reconcile_assignments(&cluster, &FactScope::Cluster).await.unwrap();
     let leases = store.live_leases(&cluster).await.unwrap();
     assert_eq!(leases.len(), 2);
     for lease in &leases {
@@ -1618,27 +1621,27 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     let first = claim(1, None, LocalStorageLifecycle::Bound);
     let ClaimChange::Issue(signed) = &first;
     let first_reference = signed.payload.reference();
-    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
     locked.apply_claims(std::slice::from_ref(&first), 100).await.unwrap();
     locked.commit().await.unwrap();
     let heads = store.claim_heads(&cluster_id).await.unwrap();
     assert_eq!(heads.readable.len(), 1);
     assert_eq!(heads.readable[0].signed, **signed);
     assert_eq!((heads.readable[0].issued_at, heads.readable[0].answer.clone()), (100, None));
-    assert_eq!(store.assignment_facts(&cluster_id).await.unwrap().claims, heads);
+    assert_eq!(store.assignment_facts(&cluster_id, &FactScope::Cluster).await.unwrap().claims, heads);
     assert_eq!(store.claim_cluster(&claim_id).await.unwrap(), Some(cluster_id.clone()));
     assert_eq!(store.claim_cluster(&id("lsc-none")).await.unwrap(), None);
 
     // A generation that does not link the head is refused; nothing is written.
-    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
     let skipping = claim(3, Some(first_reference.clone()), LocalStorageLifecycle::Purge);
     assert!(matches!(locked.apply_claims(&[skipping], 110).await, Err(StoreError::Corrupt(_))));
     locked.rollback().await.unwrap();
-    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
     assert!(matches!(locked.apply_claims(std::slice::from_ref(&first), 110).await, Err(StoreError::Corrupt(_))));
     locked.rollback().await.unwrap();
     let purge = claim(2, Some(first_reference.clone()), LocalStorageLifecycle::Purge);
-    let mut locked = store.lock_assignments(&cluster_id).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
     locked.apply_claims(&[purge], 120).await.unwrap();
     locked.commit().await.unwrap();
     let node_heads = store.node_claim_heads(&cluster_id, &node_id("node-1")).await.unwrap();
@@ -1696,7 +1699,7 @@ fn next_generation(head: &StoredAssignment, image: &str, keys: &ControllerKeys) 
 
 /// The (id, generation, image, active) of every assignment head of `c1`, sorted by id.
 async fn assignment_heads(store: &SharedStore) -> Vec<(Id, u64, String, bool)> {
-    let heads = store.assignment_facts(&id("c1")).await.unwrap().heads;
+    let heads = store.assignment_facts(&id("c1"), &FactScope::Cluster).await.unwrap().heads;
     assert!(heads.unreadable.is_empty());
     heads
         .readable
@@ -1720,8 +1723,8 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
     let controller =
         Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
     // Generation 1 of both replicas: one batch of new ids.
-    controller.reconcile_assignments(&cluster).await.unwrap();
-    let first = store.assignment_facts(&cluster).await.unwrap().heads.readable;
+    controller.reconcile_assignments(&cluster, &FactScope::Cluster).await.unwrap();
+    let first = store.assignment_facts(&cluster, &FactScope::Cluster).await.unwrap().heads.readable;
     let ids: Vec<Id> = first.iter().map(|head| head.signed.payload.id.clone()).collect();
     let image = |generation: u64, image: &str| -> Vec<(Id, u64, String, bool)> {
         ids.iter().map(|id| (id.clone(), generation, image.to_owned(), true)).collect()
@@ -1736,7 +1739,7 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
     let mut changes: Vec<AssignmentChange> =
         first.iter().map(|head| next_generation(head, "ingress:2", &keys)).collect();
     changes.push(extra);
-    let mut locked = store.lock_assignments(&cluster).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster, &FactScope::Cluster).await.unwrap();
     locked.apply(&changes).await.unwrap();
     locked.commit().await.unwrap();
     let mut expected = image(2, "ingress:2");
@@ -1762,7 +1765,7 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
             ids[1]
         ))
         .await;
-    let mut locked = store.lock_assignments(&cluster).await.unwrap();
+    let mut locked = store.lock_assignments(&cluster, &FactScope::Cluster).await.unwrap();
     let second = locked.facts().heads.readable.iter().filter(|head| ids.contains(&head.signed.payload.id)).cloned();
     let changes: Vec<AssignmentChange> = second.map(|head| next_generation(&head, "ingress:3", &keys)).collect();
     let refused = locked.apply(&changes).await;
@@ -1777,11 +1780,11 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
 async fn facts_read_under_the_lock_see_what_its_last_holder_wrote(context: Context) {
     let store = context.migrated().await;
     inventory(&store).await;
-    let mut holder = store.lock_assignments(&id("c1")).await.unwrap();
+    let mut holder = store.lock_assignments(&id("c1"), &FactScope::Cluster).await.unwrap();
     let waiter = tokio::spawn({
         let store = store.clone();
         async move {
-            let locked = store.lock_assignments(&id("c1")).await.unwrap();
+            let locked = store.lock_assignments(&id("c1"), &FactScope::Cluster).await.unwrap();
             let claims = locked.facts().claims.clone();
             locked.rollback().await.unwrap();
             claims
@@ -1793,6 +1796,71 @@ async fn facts_read_under_the_lock_see_what_its_last_holder_wrote(context: Conte
     holder.commit().await.unwrap();
     let claims = waiter.await.unwrap();
     assert_eq!(claims.readable.iter().map(|head| head.signed.payload.generation).collect::<Vec<_>>(), [1]);
+}
+
+/// A database written by the build before migration 15 — specs whose volumes lived only in
+/// their bodies — finds the declarers of each volume id after the upgrade: the current revision's
+/// volumes of every service that is not deleted, and nothing of older revisions or deleted
+/// services.
+async fn volume_declarations_written_before_migration_15_are_found_by_volume_id(context: Context) {
+    let backend = context.store.backend();
+    context.database.run_raw(Some(&migrator_before(backend, 15)), &[]).await;
+    let store = context.store.clone();
+    assert!(!store.is_ready().await.unwrap(), "version 15 is pending");
+    store.put_organization(&organization("org")).await.unwrap();
+    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    let volume = |volume_id: &str| {
+        json!({ "id": volume_id, "mountPath": format!("/var/lib/{volume_id}"), "readOnly": false, "driver": "local",
+                "driverOptions": [], "mountOptions": [],
+                "initialization": { "kind": "empty", "ownership": { "uid": 1000, "gid": 1000, "mode": 493 } } })
+    };
+    let body = |service: &str, volumes: &[&str]| {
+        let mut body = serde_json::to_value(spec_body("c1", service, "app:1")).unwrap();
+        body["replicas"] = json!(1);
+        body["placement"] = json!({ "nodeIds": ["node-1"] });
+        body["volumes"] = Value::Array(volumes.iter().map(|id| volume(id)).collect());
+        text_literal(&cloudly::contract::json::canonical(&body).unwrap())
+    };
+    // `db`: revision 1 declared `old`, revision 2 (current) `data` and `logs`; `api`: `data`;
+    // `gone` (deleted): `data`; `web`: none.
+    let statements = vec![
+        "INSERT INTO services (cluster_id, service_id, current_revision, deleted) VALUES            ('c1', 'db', 2, FALSE), ('c1', 'api', 1, FALSE), ('c1', 'gone', 1, TRUE), ('c1', 'web', 1, FALSE)"
+            .to_owned(),
+        format!(
+            "INSERT INTO service_spec_revisions (cluster_id, service_id, revision, body) VALUES                ('c1', 'db', 1, {}), ('c1', 'db', 2, {}), ('c1', 'api', 1, {}), ('c1', 'gone', 1, {}), ('c1', 'web', 1, {})",
+            body("db", &["old"]),
+            body("db", &["data", "logs"]),
+            body("api", &["data"]),
+            body("gone", &["data"]),
+            body("web", &[]),
+        ),
+    ];
+    context.database.run_raw(None, &statements).await;
+
+    store.migrate().await.unwrap();
+    assert!(store.is_ready().await.unwrap());
+    let services = |ids: &[&str]| ids.iter().map(|text| id(text)).collect::<std::collections::BTreeSet<Id>>();
+    let cluster = id("c1");
+    assert_eq!(store.services_sharing_volumes(&cluster, &services(&["api"])).await.unwrap(), services(&["api", "db"]));
+    assert_eq!(store.services_sharing_volumes(&cluster, &services(&["db"])).await.unwrap(), services(&["api", "db"]));
+    assert!(store.services_sharing_volumes(&cluster, &services(&["web", "gone"])).await.unwrap().is_empty());
+    let facts = store.assignment_facts(&cluster, &FactScope::Services(services(&["db"]))).await.unwrap();
+    let declarers: Vec<(String, Vec<String>)> = facts
+        .volume_declarers
+        .iter()
+        .map(|(volume, services)| (volume.to_string(), services.iter().map(Id::to_string).collect()))
+        .collect();
+    assert_eq!(
+        declarers,
+        [("data".to_owned(), vec!["api".to_owned(), "db".to_owned()]), ("logs".to_owned(), vec!["db".to_owned()])]
+    );
+    // Writes after the upgrade keep the table: `api` drops `data`, `db` is deleted.
+    let mut api = spec_body("c1", "api", "app:2");
+    api.replicas = 1;
+    api.placement.node_ids = vec![node_id("node-1")];
+    written(store.put_service_spec(&api, Some(1)).await.unwrap());
+    written(store.delete_service(&cluster, &id("db"), 2).await.unwrap());
+    assert!(store.services_sharing_volumes(&cluster, &services(&["api", "db"])).await.unwrap().is_empty());
 }
 
 /// A database written by the build before migration 13 — the grants of each node's current
@@ -1847,7 +1915,7 @@ async fn projection_rows_written_before_migration_13_read_back(context: Context)
     let table = store.get_route_table(&id("c1")).await.unwrap().unwrap();
     assert_eq!(table.revision, 3);
     assert_eq!(table.backends, [backend_of("lease-a", "10.0.0.2"), backend_of("lease-b", "10.0.0.6")]);
-    let mut locked = store.lock_projections(&id("c1")).await.unwrap().unwrap();
+    let mut locked = store.lock_projections(&id("c1"), None).await.unwrap().unwrap();
     let granted: Vec<(Id, Protocol, u16)> = locked.granted().await.unwrap().into_iter().collect();
     assert_eq!(
         granted,
@@ -1888,10 +1956,13 @@ async fn projections_keep_their_endpoint_leases_by_reference(context: Context) {
     locked.write_plan(&plan, Some(&authority)).await.unwrap();
     locked.commit().await.unwrap();
     let keys = Arc::new(ControllerKeys::generate().unwrap());
-    Controller::new(store.clone(), keys.clone(), Arc::new(SystemClock)).reconcile_assignments(&cluster).await.unwrap();
+    Controller::new(store.clone(), keys.clone(), Arc::new(SystemClock))
+        .reconcile_assignments(&cluster, &FactScope::Cluster)
+        .await
+        .unwrap();
 
     let node = node_id("node-1");
-    let mut locked = store.lock_projections(&cluster).await.unwrap().unwrap();
+    let mut locked = store.lock_projections(&cluster, None).await.unwrap().unwrap();
     let facts = locked.facts().clone();
     let inputs = node_inputs(&facts).into_iter().find(|inputs| inputs.node_id == node).unwrap();
     assert!(!inputs.endpoints.is_empty(), "node-1 holds a lease");
@@ -1911,7 +1982,7 @@ async fn projections_keep_their_endpoint_leases_by_reference(context: Context) {
     assert!(matches!(locked.write(&[unheld]).await, Err(StoreError::Corrupt(_))));
     locked.rollback().await.unwrap();
     assert_eq!(store.node_projection(&cluster, &node).await.unwrap(), None);
-    let mut locked = store.lock_projections(&cluster).await.unwrap().unwrap();
+    let mut locked = store.lock_projections(&cluster, None).await.unwrap().unwrap();
     locked.write(&[issued]).await.unwrap();
     locked.commit().await.unwrap();
     let read =

@@ -23,8 +23,11 @@
 //! other processes) never issue two different generations with one number.
 
 use super::Clock;
-use super::projections::ProjectionIssuer;
-use super::service_status::{VolumeDeclarers, blocking_verdict, refresh_statuses};
+use super::network::LeasesFollowed;
+use super::projections::{IssueScope, ProjectionIssuer};
+use super::service_status::{
+    Lookups, blocking_verdict, judge_services, recorded_verdicts, refresh_statuses, status_differences,
+};
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
 use super::storage_claims::{plan_claims, planned_claims, sealed_claims, with_issued_claims};
@@ -40,7 +43,7 @@ use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
 use crate::store::sessions::{AssignmentChange, AssignmentFacts, ReportedState, StoredAssignment};
 use crate::store::storage_claims::ClaimChange;
-use crate::store::{ChangeKind, SharedStore};
+use crate::store::{ChangeKind, FactScope, SharedStore};
 use ed25519_dalek::SigningKey;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -140,14 +143,14 @@ pub(super) fn same_content(left: &RuntimeAssignment, right: &RuntimeAssignment) 
 /// the status judge refuses or keeps waiting ([`blocking_verdict`]).
 pub(super) fn desired_assignments(
     facts: &AssignmentFacts,
+    lookups: &Lookups,
     controller: &ControllerReference,
 ) -> BTreeMap<Id, RuntimeAssignment> {
     let mut desired = BTreeMap::new();
     let Some(cluster) = &facts.cluster else { return desired };
     let names = CLUSTER_INGRESS_ENVIRONMENT_NAMES;
-    let declarers = VolumeDeclarers::of(facts);
     for spec in &facts.services {
-        if blocking_verdict(spec, facts, &declarers).is_some() {
+        if blocking_verdict(spec, facts, lookups).is_some() {
             continue;
         }
         let body = &spec.body;
@@ -161,7 +164,7 @@ pub(super) fn desired_assignments(
             .collect();
         for index in 0..body.replicas {
             let node_id = &body.placement.node_ids[(index % node_count) as usize];
-            let Some(node) = facts.nodes.iter().find(|node| node.node.id == *node_id) else { continue };
+            let Some(node) = lookups.node(node_id) else { continue };
             let mut environment: Vec<EnvironmentEntry> = body
                 .environment
                 .iter()
@@ -232,7 +235,7 @@ enum PlannedChange {
 /// facts no longer call for it, and is replaced by a new generation linking it (by the reference
 /// its head row keeps) when they do.
 fn planned_changes(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<PlannedChange> {
-    let desired = desired_assignments(facts, controller);
+    let desired = desired_assignments(facts, &Lookups::of(facts), controller);
     let heads = &facts.heads;
     // Heads that leave their node's set, listed after the issues and activations.
     let leaving = heads
@@ -250,8 +253,7 @@ fn planned_changes(facts: &AssignmentFacts, controller: &ControllerReference) ->
     let leaving: Vec<PlannedChange> = leaving.collect();
     let mut changes = Vec::new();
     for (id, mut draft) in desired {
-        let head = heads.readable.iter().find(|head| head.signed.payload.id == id);
-        if let Some(head) = head
+        if let Some(head) = heads.get(&id)
             && same_content(&head.signed.payload, &draft)
         {
             if !head.active {
@@ -308,26 +310,83 @@ fn touched_nodes(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> BTree
             }
             AssignmentChange::SetActive { id, .. } => id,
         };
-        if let Some(head) = facts.heads.readable.iter().find(|head| head.signed.payload.id == *id) {
+        if let Some(head) = facts.heads.get(id) {
             nodes.insert(head.signed.payload.node_id.clone());
         }
-        if let Some(head) = facts.heads.unreadable.iter().find(|head| head.reference.id == *id) {
+        if let Some(head) = facts.heads.get_unreadable(id) {
             nodes.insert(head.node_id.clone());
         }
     }
     nodes
 }
 
-/// Reconciles the assignments of clusters for this process: in the caller's task (a node's ask,
-/// an inventory write) or in the background (after a designation).
+/// A change of the facts a reconcile reads, named by what was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A service's spec was written or the service deleted.
+    Service(Id),
+    /// A node was written (its namespace or host addresses may have changed).
+    Node(NodeId),
+    /// The cluster's record was written (its `relayOrigin` reaches the designated ingress).
+    Cluster,
+    /// The ingress designation moved: the services that were or are the designated ingress.
+    Designation(BTreeSet<Id>),
+    /// A claim's recorded state or an operator's decision on it changed: its service.
+    Claims(BTreeSet<Id>),
+    /// Everything may have moved (an address plan written, a reconcile that failed before).
+    Everything,
+}
+
+/// The reasons of recorded verdicts that a spec write can lift: another service's volume
+/// declarations and lease releases change the facts they were judged from.
+const LIFTED_BY_SPEC_WRITES: &[&str] =
+    &["volume-shared-unsupported", "network-workload-pool-missing", "network-workload-pool-exhausted"];
+
+/// The reasons of recorded verdicts that a node write can lift.
+const LIFTED_BY_NODE_WRITES: &[&str] = &["no-eligible-node"];
+
+/// What one reconcile wrote.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reconciled {
+    /// The nodes whose current assignment set changed.
+    pub nodes: BTreeSet<NodeId>,
+    /// The nodes whose live leases changed (issued on, moved to or from, released on).
+    pub lease_nodes: BTreeSet<NodeId>,
+    /// The services whose live leases changed.
+    pub lease_services: BTreeSet<Id>,
+    /// How many assignment changes were written.
+    pub assignment_changes: usize,
+    /// How many claim generations were written.
+    pub claim_changes: usize,
+    /// How many lease changes were written.
+    pub lease_changes: usize,
+    /// How many of them released a lease.
+    pub lease_releases: usize,
+}
+
+impl Reconciled {
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.assignment_changes == 0 && self.claim_changes == 0 && self.lease_changes == 0
+    }
+}
+
+/// Reconciles the assignments of clusters for this process: in the caller's task (an inventory
+/// write) or in the background (after a designation, a claim answer).
+///
+/// **A reconcile plans the services a change touches** ([`FactScope`]): their specs, heads, claim
+/// heads and leases are read by key under the cluster's lock, so its cost follows what it
+/// touches, not what the cluster holds. A reconcile that fails makes the cluster owed: the next
+/// change of it in this process reconciles it whole.
 ///
 /// **Background reconciles coalesce per cluster.** At most one runs per cluster in this process,
 /// and two runs of one cluster start at least `interval` apart: a change that arrives while a run
 /// is in flight, or within the interval after its start, makes it run once more when the interval
-/// is over (its facts are then read after that change committed). A lone change is reconciled at
-/// once; a burst of designations is reconciled about once per interval, not once per designation. The decision itself is taken
-/// under the cluster's lock in the store, so background runs, asks and other processes never
-/// issue two generations with one number.
+/// is over (its facts are then read after that change committed), for the union of the scopes
+/// asked for. A lone change is reconciled at once; a burst of designations is reconciled about
+/// once per interval, not once per designation. The decision itself is taken under the cluster's
+/// lock in the store, so background runs, writers and other processes never issue two
+/// generations with one number.
 pub struct AssignmentReconciler {
     store: SharedStore,
     clock: Arc<dyn Clock>,
@@ -339,11 +398,15 @@ pub struct AssignmentReconciler {
     interval: Duration,
     /// The clusters with a background reconcile in flight.
     running: Mutex<HashMap<Id, BackgroundRun>>,
+    /// The clusters whose last reconcile in this process failed.
+    owed: Mutex<BTreeSet<Id>>,
 }
 
 struct BackgroundRun {
     /// How many changes were scheduled for the cluster while this task lives.
     requested: u64,
+    /// The changes not yet taken by a run.
+    pending: Vec<Change>,
     /// The `requested` count that the last finished run read the facts after (so covered).
     reconciled: watch::Receiver<u64>,
 }
@@ -364,6 +427,14 @@ impl Drop for RunGuard<'_> {
     }
 }
 
+/// What a set of changes touches: the services to reconcile, the nodes whose own projection
+/// inputs moved, and the services whose grants moved (a designation's).
+struct Touched {
+    scope: FactScope,
+    nodes: BTreeSet<NodeId>,
+    granting: BTreeSet<Id>,
+}
+
 impl AssignmentReconciler {
     /// A reconciler issuing assignments and claims as `controller`, signed with the signing key
     /// in use, signalling the nodes they touch through the store, starting background runs of
@@ -376,15 +447,15 @@ impl AssignmentReconciler {
         projections: Arc<ProjectionIssuer>,
         interval: Duration,
     ) -> Self {
-        AssignmentReconciler { store, clock, signing, controller, projections, interval, running: Mutex::default() }
-    }
-
-    /// Recomputes the cluster's service statuses, best effort: a failure is logged and the next
-    /// change or read repairs it.
-    async fn refresh_statuses(&self, cluster_id: &Id) {
-        let now = self.clock.now_ms();
-        if let Err(error) = refresh_statuses(&self.store, cluster_id, &self.controller, now).await {
-            tracing::warn!(cluster = %cluster_id, %error, "service status refresh failed");
+        AssignmentReconciler {
+            store,
+            clock,
+            signing,
+            controller,
+            projections,
+            interval,
+            running: Mutex::default(),
+            owed: Mutex::default(),
         }
     }
 
@@ -392,23 +463,128 @@ impl AssignmentReconciler {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Reconciles now. Cheap when nothing changed: the facts are read without a lock and
-    /// planned without signing first; the locked transaction runs only when there is work.
-    async fn reconcile(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
-        let facts = self.store.assignment_facts(cluster_id).await?;
-        if planned_claims(&facts, &self.controller).is_empty() && planned_changes(&facts, &self.controller).is_empty() {
-            return Ok(BTreeSet::new());
-        }
-        self.reconcile_locked(cluster_id).await
+    fn lock_owed(&self) -> std::sync::MutexGuard<'_, BTreeSet<Id>> {
+        self.owed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Reconciles now in one locked transaction: the facts are read under the cluster's lock,
-    /// planned and signed once with the signing key in use (none held: nothing is written,
+    /// The services and nodes `changes` touch: for a spec write, the service, the services
+    /// declaring a volume id it declares, and those whose recorded verdict a spec write can lift;
+    /// for a node, the services with heads or claims on it and those refused for a missing node;
+    /// for the cluster record, the designated ingress. Reads by index only.
+    async fn touched(&self, cluster_id: &Id, changes: &[Change]) -> Result<Touched, DomainError> {
+        let mut services = BTreeSet::new();
+        let mut nodes = BTreeSet::new();
+        let mut granting = BTreeSet::new();
+        let mut written = BTreeSet::new();
+        let mut node_written = false;
+        for change in changes {
+            match change {
+                Change::Everything => return Ok(Touched { scope: FactScope::Cluster, nodes, granting }),
+                Change::Service(service_id) => {
+                    written.insert(service_id.clone());
+                }
+                Change::Node(node_id) => {
+                    services.extend(self.store.services_on_node(cluster_id, node_id).await?);
+                    nodes.insert(node_id.clone());
+                    node_written = true;
+                }
+                Change::Cluster => {
+                    if let Some(designation) = self.store.current_designation(cluster_id).await? {
+                        services.insert(designation.ingress_service_id);
+                    }
+                }
+                Change::Designation(touched) => {
+                    services.extend(touched.iter().cloned());
+                    granting.extend(touched.iter().cloned());
+                }
+                Change::Claims(touched) => services.extend(touched.iter().cloned()),
+            }
+        }
+        if !written.is_empty() {
+            services.extend(self.store.services_sharing_volumes(cluster_id, &written).await?);
+            services.extend(self.store.services_with_reasons(cluster_id, LIFTED_BY_SPEC_WRITES).await?);
+            services.extend(written);
+        }
+        if node_written {
+            services.extend(self.store.services_with_reasons(cluster_id, LIFTED_BY_NODE_WRITES).await?);
+        }
+        Ok(Touched { scope: FactScope::Services(services), nodes, granting })
+    }
+
+    /// Reconciles `changes` now: their scope's assignments, claims and leases, then the
+    /// projections of the nodes they reach and the statuses of the scope. Best effort: a failure
+    /// is logged and makes the cluster owed (its next change reconciles it whole). Answers the
+    /// nodes whose assignment set changed.
+    async fn reconcile_changes(&self, cluster_id: &Id, changes: &[Change]) -> BTreeSet<NodeId> {
+        let owed = self.lock_owed().contains(cluster_id);
+        let whole = || Touched { scope: FactScope::Cluster, nodes: BTreeSet::new(), granting: BTreeSet::new() };
+        let touched = if owed { Ok(whole()) } else { self.touched(cluster_id, changes).await };
+        let touched = touched.unwrap_or_else(|error| {
+            tracing::warn!(cluster = %cluster_id, %error, "the services a change touches are not readable; reconciling the cluster");
+            whole()
+        });
+        let mut changed = BTreeSet::new();
+        let issue = match self.reconcile_twice_if_freed(cluster_id, &touched.scope).await {
+            Ok(reconciled) => {
+                self.lock_owed().remove(cluster_id);
+                changed = reconciled.nodes;
+                match touched.scope {
+                    FactScope::Cluster => IssueScope::All,
+                    FactScope::Services(_) => {
+                        let mut nodes = touched.nodes;
+                        nodes.extend(reconciled.lease_nodes);
+                        let mut services = touched.granting;
+                        services.extend(reconciled.lease_services);
+                        IssueScope::Some { nodes, services }
+                    }
+                }
+            }
+            Err(error) => {
+                self.lock_owed().insert(cluster_id.clone());
+                tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed; the cluster's next change reconciles it whole");
+                IssueScope::All
+            }
+        };
+        self.projections.issue_logged(cluster_id, &issue).await;
+        self.refresh_statuses(cluster_id, &touched.scope).await;
+        changed
+    }
+
+    /// [`Self::reconcile_locked`], and once more when it released a lease: the services of the
+    /// scope were judged against the pool as it was before the release (a service waiting for
+    /// pool space gets it in the write that freed it). Answers what both wrote.
+    async fn reconcile_twice_if_freed(&self, cluster_id: &Id, scope: &FactScope) -> Result<Reconciled, DomainError> {
+        let mut reconciled = self.reconcile_locked(cluster_id, scope).await?;
+        if reconciled.lease_releases > 0 {
+            let again = self.reconcile_locked(cluster_id, scope).await?;
+            reconciled.nodes.extend(again.nodes);
+            reconciled.lease_nodes.extend(again.lease_nodes);
+            reconciled.lease_services.extend(again.lease_services);
+            reconciled.assignment_changes += again.assignment_changes;
+            reconciled.claim_changes += again.claim_changes;
+            reconciled.lease_changes += again.lease_changes;
+            reconciled.lease_releases += again.lease_releases;
+        }
+        Ok(reconciled)
+    }
+
+    /// Recomputes the statuses of the scope's services, best effort: a failure is logged and the
+    /// next change, read or full pass repairs it.
+    async fn refresh_statuses(&self, cluster_id: &Id, scope: &FactScope) {
+        let now = self.clock.now_ms();
+        if let Err(error) = refresh_statuses(&self.store, cluster_id, scope, &self.controller, now).await {
+            tracing::warn!(cluster = %cluster_id, %error, "service status refresh failed");
+        }
+    }
+
+    /// Reconciles `scope` now in one locked transaction: the facts are read under the cluster's
+    /// lock, planned and signed once with the signing key in use (none held: nothing is written,
     /// [`DomainError::SigningKeyUnavailable`]), and the changes written with the store's guarded
-    /// statements. The nodes of issued claims are signalled at once (`claims`).
-    async fn reconcile_locked(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
+    /// statements, the leases of the scope's services following their assignments. The nodes of
+    /// issued claims are signalled at once (`claims`).
+    async fn reconcile_locked(&self, cluster_id: &Id, scope: &FactScope) -> Result<Reconciled, DomainError> {
         let key = self.signing.current()?;
-        let mut locked = self.store.lock_assignments(cluster_id).await?;
+        let mut locked = self.store.lock_assignments(cluster_id, scope).await?;
         let facts = locked.facts();
         let issued_at = self.clock.now_ms();
         // An unknown cluster has nothing to issue. Claims are planned first: the assignments
@@ -422,25 +598,42 @@ impl AssignmentReconciler {
             }
             None => (Vec::new(), Vec::new()),
         };
-        if claims.is_empty() && changes.is_empty() {
+        // Leases follow the assignments where there may be something to allocate or release: a
+        // cluster with neither a plan nor a live lease has none (the plan and the leases were
+        // read under this lock, and applying assignments changes neither). A reconcile that
+        // changes no assignment still lets them follow when it was asked for the whole cluster
+        // (a plan written lets waiting assignments get their leases).
+        let leases_follow =
+            (facts.plan.is_some() || !facts.leases.is_empty()) && (!changes.is_empty() || *scope == FactScope::Cluster);
+        if claims.is_empty() && changes.is_empty() && !leases_follow {
             locked.rollback().await?;
-            return Ok(BTreeSet::new());
+            return Ok(Reconciled::default());
         }
         let nodes = touched_nodes(facts, &changes);
-        // Leases follow the assignments only where there is something to allocate or release: a
-        // cluster with neither a plan nor a live lease has no lease to change (the plan and the
-        // leases were read under this lock, and applying assignments changes neither).
-        let leases_follow = facts.plan.is_some() || !facts.leases.is_empty();
         locked.apply_claims(&claims, issued_at).await?;
         locked.apply(&changes).await?;
-        if leases_follow {
-            super::network::leases_follow_assignments(&mut *locked.leases()).await?;
+        let leases = if leases_follow {
+            super::network::leases_follow_assignments(&mut *locked.leases(), scope).await?
+        } else {
+            LeasesFollowed::default()
+        };
+        if claims.is_empty() && changes.is_empty() && leases.changes == 0 {
+            locked.rollback().await?;
+            return Ok(Reconciled::default());
         }
         locked.commit().await?;
         let claim_nodes = claims.iter().map(|ClaimChange::Issue(signed)| signed.payload.node_id.clone()).collect();
         notify_nodes_changed(&self.store, cluster_id, claim_nodes, &[ChangeKind::Claims]).await;
-        tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), nodes = nodes.len(), "runtime assignments reconciled");
-        Ok(nodes)
+        tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), leases = leases.changes, nodes = nodes.len(), "runtime assignments reconciled");
+        Ok(Reconciled {
+            nodes,
+            lease_nodes: leases.nodes,
+            lease_services: leases.services,
+            assignment_changes: changes.len(),
+            claim_changes: claims.len(),
+            lease_changes: leases.changes,
+            lease_releases: leases.releases,
+        })
     }
 
     /// Tells the nodes whose assignment set changed, wherever their sockets are (`signals`).
@@ -448,16 +641,21 @@ impl AssignmentReconciler {
         notify_nodes_changed(&self.store, cluster_id, nodes, &[ChangeKind::Assignments]).await;
     }
 
-    /// Reconciles the cluster in the background, coalesced with a run already in flight.
-    pub fn schedule(self: &Arc<Self>, cluster_id: &Id) {
+    /// Reconciles `change` of the cluster in the background, coalesced with a run already in
+    /// flight.
+    pub fn schedule(self: &Arc<Self>, cluster_id: &Id, change: Change) {
         let reconciled = {
             let mut running = self.lock_running();
             if let Some(run) = running.get_mut(cluster_id) {
                 run.requested += 1;
+                run.pending.push(change);
                 return;
             }
             let (reconciled, receiver) = watch::channel(0);
-            running.insert(cluster_id.clone(), BackgroundRun { requested: 1, reconciled: receiver });
+            running.insert(
+                cluster_id.clone(),
+                BackgroundRun { requested: 1, pending: vec![change], reconciled: receiver },
+            );
             reconciled
         };
         let reconciler = Arc::clone(self);
@@ -472,15 +670,16 @@ impl AssignmentReconciler {
         let mut covered = 0;
         loop {
             // The changes scheduled so far committed before this run reads its facts.
-            let requested = self.lock_running().get(&cluster_id).map_or(covered, |run| run.requested);
+            let (requested, changes) = {
+                let mut running = self.lock_running();
+                match running.get_mut(&cluster_id) {
+                    Some(run) => (run.requested, std::mem::take(&mut run.pending)),
+                    None => (covered, Vec::new()),
+                }
+            };
             let started = tokio::time::Instant::now();
-            match self.reconcile_locked(&cluster_id).await {
-                Ok(nodes) => self.push_assignments_changed(&cluster_id, nodes).await,
-                // Best effort: the next change or the next node ask repairs it.
-                Err(error) => tracing::warn!(cluster = %cluster_id, %error, "background assignment reconcile failed"),
-            }
-            // Every change that schedules a run (a designation among them) can move projections.
-            self.projections.issue_logged(&cluster_id).await;
+            let nodes = self.reconcile_changes(&cluster_id, &changes).await;
+            self.push_assignments_changed(&cluster_id, nodes).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;
@@ -511,6 +710,115 @@ impl AssignmentReconciler {
             let _ = reconciled.wait_for(|covered| *covered >= requested).await;
         }
     }
+
+    /// What a full pass would change now, from facts read without a lock: assignment changes,
+    /// claim generations, lease changes, nodes whose projection inputs moved and services whose
+    /// verdict differs from the recorded one.
+    async fn detect(&self, cluster_id: &Id) -> Result<Corrections, DomainError> {
+        let scope = FactScope::Cluster;
+        let facts = self.store.assignment_facts(cluster_id, &scope).await?;
+        let mut found = Corrections::default();
+        if facts.cluster.is_none() {
+            return Ok(found);
+        }
+        found.claims = planned_claims(&facts, &self.controller).len();
+        found.assignments = planned_changes(&facts, &self.controller).len();
+        if found.claims == 0 && found.assignments == 0 && (facts.plan.is_some() || !facts.leases.is_empty()) {
+            found.leases = super::network::planned_lease_changes(&facts);
+        }
+        found.projections = self.projections.affected(cluster_id).await?;
+        let status = self.store.status_facts(cluster_id, &scope).await?;
+        let recorded = self.store.recorded_statuses(cluster_id, &scope).await?;
+        found.services = status_differences(&judge_services(&facts, &status, &self.controller), &recorded);
+        found.statuses = found.services.len();
+        Ok(found)
+    }
+
+    /// One full pass over the cluster (anti-entropy): what a reconcile of the whole cluster, an
+    /// issue of every node's projection and a judgement of every service would change. In a
+    /// cluster whose every change was reconciled as it was written it finds nothing, holds no
+    /// lock and writes nothing. What it finds is checked again after `grace` (a write whose own
+    /// reconcile is still in flight is not a correction) and then made: each change it makes is
+    /// a correction — a bug in the incremental path, or a change whose reconcile failed — counted
+    /// (`cloudly_reconcile_corrections_total{kind}`) and logged with what differed.
+    pub async fn full_pass(&self, cluster_id: &Id, grace: Duration) -> Result<Corrections, DomainError> {
+        if self.detect(cluster_id).await?.is_empty() {
+            return Ok(Corrections::default());
+        }
+        tokio::time::sleep(grace).await;
+        let mut corrections = Corrections::default();
+        let reconciled = self.reconcile_locked(cluster_id, &FactScope::Cluster).await?;
+        self.lock_owed().remove(cluster_id);
+        corrections.assignments = reconciled.assignment_changes;
+        corrections.claims = reconciled.claim_changes;
+        corrections.leases = reconciled.lease_changes;
+        self.push_assignments_changed(cluster_id, reconciled.nodes).await;
+        corrections.projections = self.projections.issue(cluster_id, &IssueScope::All).await?.len();
+        let scope = FactScope::Cluster;
+        let facts = self.store.assignment_facts(cluster_id, &scope).await?;
+        let status = self.store.status_facts(cluster_id, &scope).await?;
+        let recorded = self.store.recorded_statuses(cluster_id, &scope).await?;
+        let verdicts = judge_services(&facts, &status, &self.controller);
+        corrections.services = status_differences(&verdicts, &recorded);
+        corrections.statuses = corrections.services.len();
+        if corrections.statuses > 0 {
+            let verdicts = recorded_verdicts(verdicts, self.clock.now_ms());
+            self.store.record_statuses(cluster_id, &scope, &verdicts).await?;
+        }
+        for (kind, count) in corrections.by_kind() {
+            if count > 0 {
+                metrics::counter!("cloudly_reconcile_corrections_total", "kind" => kind).increment(count as u64);
+            }
+        }
+        if !corrections.is_empty() {
+            tracing::warn!(
+                cluster = %cluster_id,
+                assignments = corrections.assignments,
+                claims = corrections.claims,
+                leases = corrections.leases,
+                projections = corrections.projections,
+                statuses = corrections.statuses,
+                services = ?corrections.services.iter().take(16).map(Id::as_str).collect::<Vec<_>>(),
+                "full pass corrected what the incremental reconcile left"
+            );
+        }
+        Ok(corrections)
+    }
+}
+
+/// What a full pass found and changed, by kind.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Corrections {
+    /// Assignment changes (new generations, set entries and exits).
+    pub assignments: usize,
+    /// Claim generations.
+    pub claims: usize,
+    /// Lease changes.
+    pub leases: usize,
+    /// Nodes whose projection was issued (or, detected, whose inputs moved).
+    pub projections: usize,
+    /// Services whose recorded verdict was not the judged one.
+    pub statuses: usize,
+    /// Those services (for the log).
+    pub services: Vec<Id>,
+}
+
+impl Corrections {
+    /// True when nothing was (or would be) changed.
+    pub fn is_empty(&self) -> bool {
+        self.by_kind().iter().all(|(_, count)| *count == 0)
+    }
+
+    /// The counts with the metric's `kind` label.
+    pub fn by_kind(&self) -> [(&'static str, usize); 5] {
+        [
+            ("assignments", self.assignments),
+            ("claims", self.claims),
+            ("leases", self.leases),
+            ("projections", self.projections),
+            ("statuses", self.statuses),
+        ]
+    }
 }
 
 impl Controller {
@@ -529,36 +837,33 @@ impl Controller {
         Ok(heads.readable)
     }
 
-    /// Brings the cluster's stored assignments in line with its specs, nodes and designation,
-    /// now. Answers the nodes whose current set changed.
-    pub async fn reconcile_assignments(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
-        self.reconciler.reconcile(cluster_id).await
+    /// Reconciles the assignments, claims and leases of `scope` now, in one locked transaction,
+    /// and answers what it wrote (no pushes, projections or statuses).
+    pub async fn reconcile_assignments(&self, cluster_id: &Id, scope: &FactScope) -> Result<Reconciled, DomainError> {
+        self.reconciler.reconcile_locked(cluster_id, scope).await
     }
 
-    /// After a write that may change the cluster's assignments: reconciles them and sends
-    /// `pushRuntimeChanged { kinds: ["assignments"] }` to the nodes whose set changed, wherever
-    /// their sockets are. Best effort: a failure is logged and never fails the write that called
-    /// it.
-    pub async fn assignments_changed(&self, cluster_id: &Id) {
-        match self.reconcile_assignments(cluster_id).await {
-            Ok(nodes) => self.reconciler.push_assignments_changed(cluster_id, nodes).await,
-            Err(error) => tracing::warn!(cluster = %cluster_id, %error, "assignment reconcile failed"),
-        }
-        self.projections_changed(cluster_id).await;
-        self.reconciler.refresh_statuses(cluster_id).await;
+    /// After a write that may change the cluster's assignments: reconciles what `change` touches
+    /// in the writer's task, sends `pushRuntimeChanged { kinds: ["assignments"] }` to the nodes
+    /// whose set changed, wherever their sockets are, issues the projections of the nodes it
+    /// reached and judges the touched services again. Best effort: a failure is logged and never
+    /// fails the write that called it (the cluster is then owed a whole reconcile).
+    pub async fn assignments_changed(&self, cluster_id: &Id, change: Change) {
+        let nodes = self.reconciler.reconcile_changes(cluster_id, std::slice::from_ref(&change)).await;
+        self.reconciler.push_assignments_changed(cluster_id, nodes).await;
     }
 
     /// After a change that can move service statuses but not assignments (a state report, a
-    /// session open): recomputes them, best effort.
-    pub async fn service_statuses_changed(&self, cluster_id: &Id) {
-        self.reconciler.refresh_statuses(cluster_id).await;
+    /// session open): recomputes the statuses of the services of `scope`, best effort.
+    pub async fn service_statuses_changed(&self, cluster_id: &Id, scope: &FactScope) {
+        self.reconciler.refresh_statuses(cluster_id, scope).await;
     }
 
     /// Like [`Controller::assignments_changed`], but in the background, off the caller's path:
     /// the reconcile and its pushes run in their own task, coalesced per cluster (see
     /// [`AssignmentReconciler`]). [`Controller::assignments_settled`] awaits it.
-    pub fn assignments_changed_in_background(&self, cluster_id: &Id) {
-        self.reconciler.schedule(cluster_id);
+    pub fn assignments_changed_in_background(&self, cluster_id: &Id, change: Change) {
+        self.reconciler.schedule(cluster_id, change);
     }
 
     /// Waits until every background reconcile this process scheduled for the cluster before
@@ -572,21 +877,54 @@ impl Controller {
         self.reconciler.all_settled().await;
     }
 
+    /// What a full pass over the cluster would correct now, found without a lock and changing
+    /// nothing (`AssignmentReconciler::full_pass` makes it).
+    pub async fn pending_corrections(&self, cluster_id: &Id) -> Result<Corrections, DomainError> {
+        self.reconciler.detect(cluster_id).await
+    }
+
+    /// A full pass over the cluster ([`AssignmentReconciler::full_pass`]): what it corrected.
+    pub async fn full_pass(&self, cluster_id: &Id, grace: Duration) -> Result<Corrections, DomainError> {
+        self.reconciler.full_pass(cluster_id, grace).await
+    }
+
+    /// A full pass over every cluster, one after the other, best effort (the server runs it
+    /// every `reconcile_full_pass_ms`): `cloudly_reconcile_full_passes_total` counts the passes
+    /// and `cloudly_reconcile_full_pass_duration_seconds` holds the last one's duration.
+    pub async fn full_pass_all(&self, grace: Duration) {
+        let started = std::time::Instant::now();
+        match self.store.list_clusters().await {
+            Ok(clusters) => {
+                for cluster in clusters {
+                    if let Err(error) = self.full_pass(&cluster.cluster.id, grace).await {
+                        tracing::warn!(cluster = %cluster.cluster.id, %error, "full pass failed");
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "full pass: the clusters are not readable"),
+        }
+        metrics::counter!("cloudly_reconcile_full_passes_total").increment(1);
+        metrics::gauge!("cloudly_reconcile_full_pass_duration_seconds").set(started.elapsed().as_secs_f64());
+    }
+
     /// `getRuntimeAssignments`: `{ session }` → `{ assignments }`, the node's current set,
-    /// reconciled first, sorted by `payload.id`. `session` is the one
+    /// sorted by `payload.id`. `session` is the one
     /// [`Controller::check_node_session`] answered.
     pub async fn get_runtime_assignments(
         &self,
         session: &RuntimeSessionReference,
     ) -> Result<Vec<Signed<RuntimeAssignment>>, DomainError> {
-        let mut changed = self.reconcile_assignments(&session.cluster_id).await?;
-        if !changed.is_empty() {
-            self.projections_changed(&session.cluster_id).await;
-            self.reconciler.refresh_statuses(&session.cluster_id).await;
+        // What this process scheduled for the cluster in the background (a designation's
+        // re-issue, a claim's new state) runs before the answer; a cluster owed a reconcile (its
+        // last one here failed) is reconciled first; every other change was reconciled as it was
+        // written.
+        self.reconciler.settled(&session.cluster_id).await;
+        if self.reconciler.lock_owed().contains(&session.cluster_id) {
+            let mut changed = self.reconciler.reconcile_changes(&session.cluster_id, &[Change::Everything]).await;
+            // The asking node gets its set in the answer.
+            changed.remove(&session.node_id);
+            self.reconciler.push_assignments_changed(&session.cluster_id, changed).await;
         }
-        // The asking node gets its set in the answer.
-        changed.remove(&session.node_id);
-        self.reconciler.push_assignments_changed(&session.cluster_id, changed).await;
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
             .readable_node_assignments(&session.cluster_id, &session.node_id)
             .await?
@@ -661,7 +999,8 @@ impl Controller {
             )
             .await?;
         tracing::info!(node = %session.node_id, assignment = %reference.id, generation = reference.generation, state = state.as_str(), "assignment state reported");
-        self.service_statuses_changed(&session.cluster_id).await;
+        let scope = FactScope::Services(BTreeSet::from([stored.signed.payload.service_id]));
+        self.service_statuses_changed(&session.cluster_id, &scope).await;
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //! while those facts are unchanged; otherwise the facts are read again under the cluster's lock
 //! and judged again. The judge is pure, so being asked twice is harmless.
 
+use super::assignments::Change;
 use super::identity::Caller;
 use super::secrets::{self, Bearer};
 use super::{ClusterRequest, Controller, DomainError};
@@ -21,6 +22,7 @@ use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::json::canonical;
 use crate::contract::{DigestedRecord, Id, Sha256Digest};
 use crate::store::{DesignationSnapshot, DesignationWrite, MissingKind, Store, StoreError};
+use std::collections::BTreeSet;
 
 /// The prefix of managed ingress bearers (`szci_` + 43 base64url characters = 256 random bits).
 pub const INGRESS_BEARER_PREFIX: &str = "szci_";
@@ -119,7 +121,7 @@ impl Controller {
         let count =
             |outcome: &'static str| metrics::counter!("cloudly_designations_total", "outcome" => outcome).increment(1);
         match commit {
-            DesignationCommit::Accepted { designation, spec } => {
+            DesignationCommit::Accepted { designation, spec, replaced } => {
                 count("accepted");
                 tracing::info!(
                     cluster = %designation.cluster_id,
@@ -128,9 +130,11 @@ impl Controller {
                     actor = %designation.actor_id,
                     "cluster ingress designation accepted"
                 );
-                // "Mark the ingress service's assignments for re-issue": the reconcile runs in the
-                // background (every node ask reconciles first as well).
-                self.assignments_changed_in_background(&designation.cluster_id);
+                // "Mark the ingress service's assignments for re-issue": the reconcile of the
+                // designated service (and of the one it replaces) runs in the background.
+                let services =
+                    BTreeSet::from_iter([designation.ingress_service_id.clone()].into_iter().chain(replaced));
+                self.assignments_changed_in_background(&designation.cluster_id, Change::Designation(services));
                 Ok(DesignationAnswer { designation, spec, replayed: false })
             }
             DesignationCommit::Refused(refusal) => {
@@ -234,6 +238,8 @@ pub enum DesignationCommit {
         designation: ClusterIngressDesignation,
         /// The spec at `preparedSpecRevision`.
         spec: ServiceRuntimeSpec,
+        /// The ingress service of the generation it replaced, if any.
+        replaced: Option<Id>,
     },
     /// The judge refused; nothing was written.
     Refused(DesignationRefusal),
@@ -264,9 +270,13 @@ fn decide(facts: &DesignationSnapshot, judge: &DesignationJudge<'_>) -> Designat
 
 /// The answer of a committed designation: its spec is the facts' current spec (the store checked
 /// that the designation was prepared against it).
-fn accepted(spec: Option<ServiceRuntimeSpec>, write: DesignationWrite) -> Result<DesignationCommit, StoreError> {
-    let spec = spec.ok_or_else(|| StoreError::Corrupt("an accepted designation names no current spec".into()))?;
-    Ok(DesignationCommit::Accepted { designation: write.designation, spec })
+fn accepted(facts: &DesignationSnapshot, write: DesignationWrite) -> Result<DesignationCommit, StoreError> {
+    let spec = facts
+        .service
+        .clone()
+        .ok_or_else(|| StoreError::Corrupt("an accepted designation names no current spec".into()))?;
+    let replaced = facts.current.as_ref().map(|current| current.ingress_service_id.clone());
+    Ok(DesignationCommit::Accepted { designation: write.designation, spec, replaced })
 }
 
 /// The designation compare-and-swap (`03-designation.md`). Optimistic first: the store reads
@@ -291,7 +301,7 @@ pub async fn commit_designation(
         DesignationDecision::Answer(commit) => return Ok(commit),
         DesignationDecision::Write(write) => {
             if store.write_designation(&facts, &write).await? {
-                return accepted(facts.service, write);
+                return accepted(&facts, write);
             }
         }
     }
@@ -312,9 +322,9 @@ pub async fn commit_designation(
             current.map(|designation| designation.reference()),
         )));
     }
-    let spec = locked.snapshot().service.clone();
+    let commit = accepted(locked.snapshot(), write)?;
     locked.commit().await?;
-    accepted(spec, write)
+    Ok(commit)
 }
 
 /// Ids drawn for a designation before the judgement; the judge uses those that apply.

@@ -2,6 +2,7 @@
 //! specs. Writes are `admin`; reads every role. Replacing writes are compare-and-swaps.
 //! `getOrganization` and `getClusterNode` are this project's reads beside the spec's table.
 
+use super::assignments::Change;
 use super::secrets::Bearer;
 use super::sessions::NodeSessionStatus;
 use super::{ClusterRequest, Controller, DomainError};
@@ -123,7 +124,7 @@ impl Controller {
         let PutClusterRequest { cluster, expected_revision: expected } = request;
         match self.store.put_cluster(&cluster, expected).await? {
             PutOutcome::Written(stored) => {
-                self.assignments_changed(&stored.cluster.id).await;
+                self.assignments_changed(&stored.cluster.id, Change::Cluster).await;
                 Ok(stored)
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::RevisionConflict(current)),
@@ -155,7 +156,7 @@ impl Controller {
         match self.store.put_node(&cluster_id, &node, bearer.as_ref().map(Bearer::hash)).await? {
             PutOutcome::Written((node, created)) => {
                 tracing::info!(cluster = %cluster_id, node = %node.node.id, created, rotated = rotate, "node written");
-                self.assignments_changed(&cluster_id).await;
+                self.assignments_changed(&cluster_id, Change::Node(node.node.id.clone())).await;
                 Ok(NodePut { node, bearer })
             }
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
@@ -198,7 +199,7 @@ impl Controller {
         let PutServiceRuntimeSpecRequest { spec: body, expected_revision: expected } = request;
         match self.store.put_service_spec(&body, expected).await? {
             PutOutcome::Written(spec) => {
-                self.assignments_changed(&spec.body.cluster_id).await;
+                self.assignments_changed(&spec.body.cluster_id, Change::Service(spec.body.service_id.clone())).await;
                 Ok(spec)
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),
@@ -225,7 +226,7 @@ impl Controller {
         let DeleteServiceRequest { cluster_id, service_id, expected_revision: expected } = request;
         match self.store.delete_service(&cluster_id, &service_id, expected).await? {
             PutOutcome::Written(()) => {
-                self.assignments_changed(&cluster_id).await;
+                self.assignments_changed(&cluster_id, Change::Service(service_id)).await;
                 Ok(())
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),

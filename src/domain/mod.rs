@@ -177,6 +177,9 @@ pub struct ControllerSettings {
     /// How often the server issues every cluster's projections without being told
     /// ([`Controller::sweep_projections`]).
     pub projection_sweep_ms: u64,
+    /// How often the server runs the full pass over every cluster
+    /// ([`Controller::full_pass_all`]), in ms.
+    pub reconcile_full_pass_ms: u64,
 }
 
 impl Default for ControllerSettings {
@@ -195,6 +198,7 @@ impl Default for ControllerSettings {
             storage_claim_sweep_ms: 30_000,
             signing_key_check_ms: 10_000,
             projection_sweep_ms: 60_000,
+            reconcile_full_pass_ms: 300_000,
         }
     }
 }

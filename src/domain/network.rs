@@ -26,7 +26,9 @@
 //! status's `network-workload-pool-missing` / `network-workload-pool-exhausted`), and keeps the
 //! leases it holds.
 
+use super::assignments::Change;
 use super::{ClusterRequest, Controller, DomainError};
+use crate::contract::NodeId;
 use crate::contract::network::address_plan::{AddressPool, admit_runtime_network_address_plan_change};
 use crate::contract::network::authority::compose_runtime_network_protected_authority;
 use crate::contract::network::lease::LINK_SUBNET_LENGTH;
@@ -35,9 +37,12 @@ use crate::contract::network::{
 };
 use crate::contract::service_status::ServiceRuntimeRefusal;
 use crate::contract::{DigestedRecord as _, Id, Ipv4, Ipv4Prefix, Sha256Digest};
-use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, LeaseWriter, StoredNetworkPlan};
-use crate::store::{MissingKind, StoreError};
+use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, LeaseWriter, StoredNetworkPlan, lease_by_id};
+use crate::store::sessions::AssignmentFacts;
+use crate::store::{FactScope, MissingKind, StoreError};
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// `putRuntimeNetworkAddressPlan`: `{ identity, plan }`, the plan sealed (its digest computed)
 /// and valid by the contract's rules.
@@ -87,26 +92,34 @@ pub fn judge_lease_refusal(
     (replicas_needed > available).then_some(ServiceRuntimeRefusal::NetworkWorkloadPoolExhausted)
 }
 
+/// True when the lease lies in the workload pool of its organization in `plan`.
+pub fn lease_in_pool(plan: &RuntimeNetworkAddressPlan, lease: &RuntimeNetworkLease) -> bool {
+    pool_of(plan, &lease.organization_id).is_some_and(|pool| pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+}
+
 /// The live leases in the workload pool of `organization_id` held by services other than
 /// `service_id` (the last argument of [`judge_lease_refusal`]); 0 without a plan or a pool.
-pub fn leases_held_by_other_services(
+pub fn leases_held_by_other_services<Lease: Borrow<RuntimeNetworkLease>>(
     plan: Option<&RuntimeNetworkAddressPlan>,
-    leases: &[RuntimeNetworkLease],
+    leases: &[Lease],
     organization_id: &Id,
     service_id: &Id,
 ) -> u64 {
-    let Some(pool) = plan.and_then(|plan| pool_of(plan, organization_id)) else { return 0 };
+    let Some(plan) = plan else { return 0 };
     leases
         .iter()
-        .filter(|lease| lease.service_id != *service_id && pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+        .map(Borrow::borrow)
+        .filter(|lease| {
+            lease.organization_id == *organization_id && lease.service_id != *service_id && lease_in_pool(plan, lease)
+        })
         .count() as u64
 }
 
 /// The live leases that would lie outside their organization's pool in `plan`.
 pub fn stranded_leases<'a>(
     plan: &RuntimeNetworkAddressPlan,
-    leases: &'a [RuntimeNetworkLease],
-) -> Vec<&'a RuntimeNetworkLease> {
+    leases: &'a [Arc<RuntimeNetworkLease>],
+) -> Vec<&'a Arc<RuntimeNetworkLease>> {
     leases
         .iter()
         .filter(|lease| {
@@ -129,7 +142,7 @@ fn authority_id(plan: &RuntimeNetworkAddressPlan) -> Id {
 pub fn judge_address_plan_write(
     current: Option<&StoredNetworkPlan>,
     next: &RuntimeNetworkAddressPlan,
-    live_leases: &[RuntimeNetworkLease],
+    live_leases: &[Arc<RuntimeNetworkLease>],
 ) -> Result<RuntimeNetworkProtectedAuthority, DomainError> {
     let expected = current.map_or(1, |current| current.plan.revision + 1);
     if next.revision != expected {
@@ -163,64 +176,92 @@ pub fn judge_address_plan_write(
         })
 }
 
-/// A live lease after the reconcile's decisions, for counting a pool's holders.
-struct Held<'a> {
-    organization_id: &'a Id,
-    service_id: &'a Id,
+/// The link subnets of the kept live leases (their `/30`s' network addresses), sorted and
+/// unique, so the lowest free one of a pool is found by binary search.
+struct LinkSubnets {
+    used: Vec<u32>,
 }
 
-/// The lowest `/30` of `pool` at or after index `*cursor` that `used` does not hold; marks it used.
-fn take_free_link_subnet(pool: Ipv4Prefix, used: &mut BTreeSet<u32>, cursor: &mut u64) -> Option<LeaseIpv4> {
-    let capacity = link_subnet_capacity(pool);
-    while *cursor < capacity {
-        let network = u64::from(pool.network().to_u32()) + *cursor * 4;
-        *cursor += 1;
-        let network = u32::try_from(network).ok()?;
-        if used.insert(network) {
-            return Ipv4Prefix::new(Ipv4::from_u32(network), LINK_SUBNET_LENGTH).and_then(LeaseIpv4::for_link_subnet);
-        }
+impl LinkSubnets {
+    fn of<'a>(leases: impl Iterator<Item = &'a RuntimeNetworkLease>) -> Self {
+        let mut used: Vec<u32> = leases.map(|lease| lease.ipv4.link_subnet().network().to_u32()).collect();
+        used.sort_unstable();
+        used.dedup();
+        LinkSubnets { used }
     }
-    None
+
+    /// The lowest `/30` of `pool` that no kept lease holds; marks it used. Every subnet is on a
+    /// `/30` boundary, so the `j`-th used subnet of the pool is the pool's `j`-th `/30` until the
+    /// first gap, which a binary search finds.
+    fn take_lowest_free(&mut self, pool: Ipv4Prefix) -> Option<LeaseIpv4> {
+        let capacity = link_subnet_capacity(pool);
+        let start = u64::from(pool.network().to_u32());
+        let first = self.used.partition_point(|used| u64::from(*used) < start);
+        let count = self.used[first..].partition_point(|used| u64::from(*used) < start + capacity * 4);
+        let run = &self.used[first..first + count];
+        let (mut low, mut high) = (0, run.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if u64::from(run[middle]) == start + 4 * middle as u64 {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        if low as u64 >= capacity {
+            return None;
+        }
+        let network = u32::try_from(start + 4 * low as u64).ok()?;
+        self.used.insert(first + low, network);
+        Ipv4Prefix::new(Ipv4::from_u32(network), LINK_SUBNET_LENGTH).and_then(LeaseIpv4::for_link_subnet)
+    }
 }
 
-/// The lease changes that make the live leases follow the assignments of `facts`, in the order
-/// they are written: releases, then new generations of moved leases, then new leases (services in
-/// id order, each of its assignments in id order, each on the lowest free link subnet of its
-/// organization's pool). A service that [`judge_lease_refusal`] refuses gets no new lease. New
-/// lease ids come from `new_lease_id`. Pure but for that.
+/// The lease changes that make the live leases of the scope's services follow their assignments
+/// (`facts`), in the order they are written: releases, then new generations of moved leases,
+/// then new leases (services in id order, each of its assignments in id order, each on the lowest
+/// free link subnet of its organization's pool). Leases of services outside the scope are left as
+/// they are but counted: their subnets are taken and they fill their pools. A service that
+/// [`judge_lease_refusal`] refuses gets no new lease. New lease ids come from `new_lease_id`. Pure
+/// but for that.
 pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> Id) -> Vec<LeaseChange> {
     let plan = facts.plan.as_ref();
     let holders: BTreeMap<&Id, &LeaseHolder> =
         facts.holders.iter().map(|holder| (&holder.assignment_id, holder)).collect();
     let mut releases = Vec::new();
     let mut moves = Vec::new();
-    let mut held = Vec::new();
+    // Live leases after the decisions, by organization and by (organization, service).
+    let mut held_by_organization: BTreeMap<&Id, u64> = BTreeMap::new();
+    let mut held_by_service: BTreeMap<(&Id, &Id), u64> = BTreeMap::new();
     let mut leased = BTreeSet::new();
-    let mut used = BTreeSet::new();
-    for lease in &facts.leases {
-        let keeper = holders.get(&lease.assignment_id).filter(|holder| {
-            holder.organization_id == lease.organization_id
-                && holder.service_id == lease.service_id
-                && plan
-                    .and_then(|plan| pool_of(plan, &holder.organization_id))
-                    .is_some_and(|pool| pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
-        });
-        let Some(holder) = keeper else {
-            releases.push(LeaseChange::Release { id: lease.id.clone(), generation: lease.generation });
-            continue;
-        };
-        leased.insert(&holder.assignment_id);
-        used.insert(lease.ipv4.link_subnet().network().to_u32());
-        held.push(Held { organization_id: &lease.organization_id, service_id: &lease.service_id });
-        if holder.node_id != lease.node_id {
-            let moved = RuntimeNetworkLease {
-                generation: lease.generation + 1,
-                previous: Some(lease.reference()),
-                node_id: holder.node_id.clone(),
-                ..lease.clone()
+    let mut kept: Vec<&RuntimeNetworkLease> = Vec::new();
+    for lease in facts.leases.iter() {
+        if facts.scope.covers(&lease.service_id) {
+            let keeper = holders.get(&lease.assignment_id).filter(|holder| {
+                holder.organization_id == lease.organization_id
+                    && holder.service_id == lease.service_id
+                    && plan
+                        .and_then(|plan| pool_of(plan, &holder.organization_id))
+                        .is_some_and(|pool| pool.prefix.contains_prefix(lease.ipv4.link_subnet()))
+            });
+            let Some(holder) = keeper else {
+                releases.push(LeaseChange::Release { id: lease.id.clone(), generation: lease.generation });
+                continue;
             };
-            moves.push(LeaseChange::Issue(Box::new(moved.with_computed_digest())));
+            leased.insert(&holder.assignment_id);
+            if holder.node_id != lease.node_id {
+                let moved = RuntimeNetworkLease {
+                    generation: lease.generation + 1,
+                    previous: Some(lease.reference()),
+                    node_id: holder.node_id.clone(),
+                    ..lease.as_ref().clone()
+                };
+                moves.push(LeaseChange::Issue(Box::new(moved.with_computed_digest())));
+            }
         }
+        *held_by_organization.entry(&lease.organization_id).or_default() += 1;
+        *held_by_service.entry((&lease.organization_id, &lease.service_id)).or_default() += 1;
+        kept.push(lease);
     }
     let mut changes = releases;
     changes.append(&mut moves);
@@ -236,21 +277,21 @@ pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> 
             lacking.push(holder);
         }
     }
+    let mut subnets: Option<LinkSubnets> = None;
     for ((organization_id, service_id), (needed, lacking)) in services {
         if lacking.is_empty() {
             continue;
         }
-        let others = held
-            .iter()
-            .filter(|lease| lease.organization_id == organization_id && lease.service_id != service_id)
-            .count() as u64;
+        let others = held_by_organization.get(organization_id).copied().unwrap_or(0)
+            - held_by_service.get(&(organization_id, service_id)).copied().unwrap_or(0);
         if judge_lease_refusal(Some(plan), organization_id, needed, others).is_some() {
             continue;
         }
         let Some(pool) = pool_of(plan, organization_id) else { continue };
-        let mut cursor = 0;
+        // Built once, only when a lease is to be allocated.
+        let subnets = subnets.get_or_insert_with(|| LinkSubnets::of(kept.iter().copied()));
         for holder in lacking {
-            let Some(ipv4) = take_free_link_subnet(pool.prefix, &mut used, &mut cursor) else { break };
+            let Some(ipv4) = subnets.take_lowest_free(pool.prefix) else { break };
             let lease = RuntimeNetworkLease {
                 id: new_lease_id(),
                 generation: 1,
@@ -263,7 +304,8 @@ pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> 
                 ipv4,
                 digest: Sha256Digest::from_bytes(&[0; 32]),
             };
-            held.push(Held { organization_id, service_id });
+            *held_by_organization.entry(organization_id).or_default() += 1;
+            *held_by_service.entry((organization_id, service_id)).or_default() += 1;
             changes.push(LeaseChange::Issue(Box::new(lease.with_computed_digest())));
         }
     }
@@ -275,10 +317,50 @@ fn new_lease_id() -> Id {
     Id::parse(&format!("lease-{}", uuid::Uuid::new_v4().simple())).expect("a hex id is an Id")
 }
 
-/// Makes the live leases of the cluster whose lock `leases`' transaction holds follow its
-/// assignments ([`plan_lease_changes`]), in that transaction. Answers how many changes it wrote.
-pub async fn leases_follow_assignments(leases: &mut dyn LeaseWriter) -> Result<usize, StoreError> {
-    let facts = leases.lease_facts().await?;
+/// What [`leases_follow_assignments`] wrote.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LeasesFollowed {
+    /// How many lease changes.
+    pub changes: usize,
+    /// How many of them release a lease.
+    pub releases: usize,
+    /// The nodes a changed lease was on or is on now.
+    pub nodes: BTreeSet<NodeId>,
+    /// The services of the changed leases.
+    pub services: BTreeSet<Id>,
+}
+
+/// The nodes and services `changes` of `leases` (the live set they were planned from) touch.
+fn followed(leases: &[Arc<RuntimeNetworkLease>], changes: &[LeaseChange]) -> LeasesFollowed {
+    let mut followed = LeasesFollowed { changes: changes.len(), ..LeasesFollowed::default() };
+    for change in changes {
+        let id = match change {
+            LeaseChange::Issue(lease) => {
+                followed.nodes.insert(lease.node_id.clone());
+                followed.services.insert(lease.service_id.clone());
+                &lease.id
+            }
+            LeaseChange::Release { id, .. } => {
+                followed.releases += 1;
+                id
+            }
+        };
+        if let Some(before) = lease_by_id(leases, id) {
+            followed.nodes.insert(before.node_id.clone());
+            followed.services.insert(before.service_id.clone());
+        }
+    }
+    followed
+}
+
+/// Makes the live leases of the scope's services follow their assignments
+/// ([`plan_lease_changes`]) in the transaction `leases` holds the cluster's lock with. Answers
+/// what it wrote.
+pub async fn leases_follow_assignments(
+    leases: &mut dyn LeaseWriter,
+    scope: &FactScope,
+) -> Result<LeasesFollowed, StoreError> {
+    let facts = leases.lease_facts(scope).await?;
     let changes = plan_lease_changes(&facts, new_lease_id);
     if !changes.is_empty() {
         leases.apply_leases(&changes).await?;
@@ -286,7 +368,32 @@ pub async fn leases_follow_assignments(leases: &mut dyn LeaseWriter) -> Result<u
             tracing::info!(cluster = %plan.cluster_id, changes = changes.len(), "runtime network leases follow assignments");
         }
     }
-    Ok(changes.len())
+    Ok(followed(&facts.leases, &changes))
+}
+
+/// How many lease changes the assignments of `facts` (read without a lock, for the whole
+/// cluster) call for as they stand: what a full pass would correct. Pure.
+pub fn planned_lease_changes(facts: &AssignmentFacts) -> usize {
+    let holders = facts
+        .heads
+        .readable
+        .iter()
+        .filter(|head| head.active)
+        .map(|head| LeaseHolder {
+            assignment_id: head.signed.payload.id.clone(),
+            organization_id: head.signed.payload.organization_id.clone(),
+            service_id: head.signed.payload.service_id.clone(),
+            node_id: head.signed.payload.node_id.clone(),
+        })
+        .collect();
+    let lease_facts =
+        LeaseFacts { scope: facts.scope.clone(), plan: facts.plan.clone(), holders, leases: facts.leases.clone() };
+    let mut next = 0u64;
+    plan_lease_changes(&lease_facts, || {
+        next += 1;
+        Id::parse(&format!("lease-planned-{next}")).expect("a planned lease id is an id")
+    })
+    .len()
 }
 
 impl Controller {
@@ -299,7 +406,7 @@ impl Controller {
         let PutRuntimeNetworkAddressPlanRequest { plan } = request;
         let mut locked =
             self.store.lock_network(&plan.cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        let live_leases = locked.lease_facts().await?.leases;
+        let live_leases = locked.lease_facts(&FactScope::Cluster).await?.leases;
         let current = locked.current().cloned();
         let authority = match judge_address_plan_write(current.as_ref(), &plan, &live_leases) {
             Ok(authority) => authority,
@@ -310,11 +417,11 @@ impl Controller {
         };
         let changed = current.as_ref().is_none_or(|current| current.authority != authority);
         locked.write_plan(&plan, changed.then_some(&authority)).await?;
-        let lease_changes = leases_follow_assignments(locked.as_mut()).await?;
+        let lease_changes = leases_follow_assignments(locked.as_mut(), &FactScope::Cluster).await?.changes;
         locked.commit().await?;
         // Pools decide which services run (`network-workload-pool-*`): reconcile the assignments
         // (whose leases follow) and the statuses.
-        self.assignments_changed(&plan.cluster_id).await;
+        self.assignments_changed(&plan.cluster_id, Change::Everything).await;
         tracing::info!(
             cluster = %plan.cluster_id,
             revision = plan.revision,
@@ -344,6 +451,7 @@ mod tests {
     use crate::contract::network::address_plan::{
         seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
     };
+    use crate::store::network::LeaseSet;
     use serde_json::json;
 
     fn id(text: &str) -> Id {
@@ -379,6 +487,10 @@ mod tests {
             next += 1;
             id(&format!("lease-{next}"))
         }
+    }
+
+    fn set(leases: &[RuntimeNetworkLease]) -> LeaseSet {
+        Arc::new(leases.iter().cloned().map(Arc::new).collect())
     }
 
     fn issued(changes: &[LeaseChange]) -> Vec<&RuntimeNetworkLease> {
@@ -425,9 +537,10 @@ mod tests {
     fn a_service_holding_its_leases_does_not_flap() {
         let plan = plan();
         let facts = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
-            leases: Vec::new(),
+            leases: LeaseSet::default(),
         };
         let changes = plan_lease_changes(&facts, ids());
         let leases: Vec<RuntimeNetworkLease> = issued(&changes).into_iter().cloned().collect();
@@ -437,7 +550,7 @@ mod tests {
         assert_eq!(leases[1].ipv4.link_subnet().to_string(), "10.64.0.4/30");
         assert!(leases.iter().all(|lease| lease.compute_digest() == lease.digest && lease.generation == 1));
         // The pool is full, held by the service itself: it is not refused, and nothing changes.
-        let settled = LeaseFacts { leases: leases.clone(), ..facts.clone() };
+        let settled = LeaseFacts { leases: set(&leases), ..facts.clone() };
         assert!(plan_lease_changes(&settled, ids()).is_empty());
         let others = leases_held_by_other_services(Some(&plan), &leases, &id("org-a"), &id("web"));
         assert_eq!(others, 0);
@@ -449,17 +562,19 @@ mod tests {
     fn leases_move_with_their_assignment_and_are_released_when_it_ends() {
         let plan = plan();
         let first = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
-            leases: Vec::new(),
+            leases: LeaseSet::default(),
         };
         let leases: Vec<RuntimeNetworkLease> =
             issued(&plan_lease_changes(&first, ids())).into_iter().cloned().collect();
         // a1 moves to node-3; a2 ends.
         let moved = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![holder("a1", "org-a", "web", "node-3")],
-            leases: leases.clone(),
+            leases: set(&leases),
         };
         let changes = plan_lease_changes(&moved, ids());
         assert_eq!(changes.len(), 2);
@@ -476,6 +591,7 @@ mod tests {
     fn refused_services_get_no_lease_and_others_still_do() {
         let plan = plan();
         let facts = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![
                 holder("a1", "org-a", "api", "node-1"),
@@ -484,7 +600,7 @@ mod tests {
                 holder("b1", "org-b", "shop", "node-1"),
                 holder("c1", "org-c", "blog", "node-1"),
             ],
-            leases: Vec::new(),
+            leases: LeaseSet::default(),
         };
         let changes = plan_lease_changes(&facts, ids());
         let leases = issued(&changes);
@@ -501,9 +617,10 @@ mod tests {
     fn two_services_share_a_pool_without_overlap() {
         let plan = plan();
         let facts = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![holder("a1", "org-a", "api", "node-1"), holder("w1", "org-a", "web", "node-2")],
-            leases: Vec::new(),
+            leases: LeaseSet::default(),
         };
         let changes = plan_lease_changes(&facts, ids());
         let subnets: BTreeSet<String> =
@@ -511,7 +628,7 @@ mod tests {
         assert_eq!(subnets, ["10.64.0.0/30".to_owned(), "10.64.0.4/30".to_owned()].into());
         // A third service of org-a finds the pool exhausted by the other two.
         let mut crowded = facts.clone();
-        crowded.leases = issued(&changes).into_iter().cloned().collect();
+        crowded.leases = set(&issued(&changes).into_iter().cloned().collect::<Vec<_>>());
         crowded.holders.push(holder("x1", "org-a", "extra", "node-1"));
         assert!(plan_lease_changes(&crowded, ids()).is_empty());
     }
@@ -530,9 +647,10 @@ mod tests {
         assert_eq!(judge_address_plan_write(Some(&current), &second, &[]), Ok(authority));
         // A pool removed under a live lease: the contract's violation and the stranded lease.
         let facts = LeaseFacts {
+            scope: FactScope::Cluster,
             plan: Some(plan.clone()),
             holders: vec![holder("b1", "org-b", "shop", "node-1")],
-            leases: Vec::new(),
+            leases: LeaseSet::default(),
         };
         let leases: Vec<RuntimeNetworkLease> =
             issued(&plan_lease_changes(&facts, ids())).into_iter().cloned().collect();
@@ -540,7 +658,7 @@ mod tests {
         without_pool.pools.pop();
         let without_pool = without_pool.with_computed_digest();
         let Err(DomainError::AddressPlanChangeRefused(violations)) =
-            judge_address_plan_write(Some(&current), &without_pool, &leases)
+            judge_address_plan_write(Some(&current), &without_pool, &set(&leases))
         else {
             panic!("refused")
         };

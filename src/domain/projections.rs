@@ -138,12 +138,12 @@ impl NodeInputs {
     }
 }
 
-/// Every node's inputs, in node order. Pure.
+/// The inputs of every node of the facts, in node order. Pure.
 pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
     let Some(stored) = &facts.plan else { return Vec::new() };
     let grants = cluster_grants(facts);
     let leases: BTreeMap<&str, &RuntimeNetworkLease> =
-        facts.leases.iter().map(|lease| (lease.id.as_str(), lease)).collect();
+        facts.leases.iter().map(|lease| (lease.id.as_str(), lease.as_ref())).collect();
     // Each node's leases and grants (in grant order), found in one pass over each.
     let mut leases_on: BTreeMap<&NodeId, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
     for lease in facts.leases.iter() {
@@ -205,11 +205,11 @@ fn host_platform_endpoint_ids(node: &NodeSpec, stored: &crate::store::StoredNetw
 fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
     let Some(designation) = &facts.designation else { return Vec::new() };
     let authorization = designation.reference();
-    let ingress: Vec<&RuntimeNetworkLease> =
-        facts.leases.iter().filter(|lease| lease.service_id == designation.ingress_service_id).collect();
+    let by_service = leases_of_services(facts, route_services(facts));
+    let ingress: &[&RuntimeNetworkLease] = by_service.get(&designation.ingress_service_id).map_or(&[], Vec::as_slice);
     let mut grants = Vec::new();
     for route in &facts.routes {
-        for target in facts.leases.iter().filter(|lease| lease.service_id == route.service_id) {
+        for target in by_service.get(&route.service_id).into_iter().flatten() {
             for source in ingress.iter().filter(|source| source.id != target.id) {
                 grants.push(WorkloadIngressGrant {
                     source: source.reference(),
@@ -224,6 +224,73 @@ fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
     grants.sort_by(WorkloadIngressGrant::order_cmp);
     grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
     grants
+}
+
+/// The services grants are drawn between: every route's target and the designated ingress.
+fn route_services(facts: &ProjectionFacts) -> BTreeSet<&Id> {
+    let mut services: BTreeSet<&Id> = facts.routes.iter().map(|route| &route.service_id).collect();
+    services.extend(facts.designation.as_ref().map(|designation| &designation.ingress_service_id));
+    services
+}
+
+/// The live leases of each of `services`, in lease order: one pass over the cluster's leases.
+fn leases_of_services<'a>(
+    facts: &'a ProjectionFacts,
+    services: BTreeSet<&Id>,
+) -> BTreeMap<&'a Id, Vec<&'a RuntimeNetworkLease>> {
+    let mut by_service: BTreeMap<&Id, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+    for lease in facts.leases.iter() {
+        if services.contains(&lease.service_id) {
+            by_service.entry(&lease.service_id).or_default().push(lease);
+        }
+    }
+    by_service
+}
+
+/// Which nodes an issue looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssueScope {
+    /// Every node of the cluster (a plan, a designation or a route written; the sweep).
+    All,
+    /// The nodes a change can have moved: `nodes` (whose leases, host addresses or application
+    /// changed) and the nodes of the leases of `services` (whose leases changed); when one of
+    /// those services is a route's target or the designated ingress, also the nodes on the other
+    /// side of their grants.
+    Some {
+        /// Nodes whose own inputs changed.
+        nodes: BTreeSet<NodeId>,
+        /// Services whose leases changed.
+        services: BTreeSet<Id>,
+    },
+}
+
+impl IssueScope {
+    /// Nothing to look at.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, IssueScope::Some { nodes, services } if nodes.is_empty() && services.is_empty())
+    }
+}
+
+/// The nodes a [`IssueScope::Some`] reaches over the cluster-wide facts (routes, designation,
+/// live leases): its nodes, the nodes of its services' leases, the ingress leases' nodes when one
+/// of its services is a route's target, and every route target lease's node when one is the
+/// ingress. Pure.
+pub fn scope_nodes(facts: &ProjectionFacts, nodes: &BTreeSet<NodeId>, services: &BTreeSet<Id>) -> BTreeSet<NodeId> {
+    let ingress = facts.designation.as_ref().map(|designation| &designation.ingress_service_id);
+    let targets: BTreeSet<&Id> = facts.routes.iter().map(|route| &route.service_id).collect();
+    let touches_target = services.iter().any(|service| targets.contains(service));
+    let touches_ingress = ingress.is_some_and(|ingress| services.contains(ingress));
+    let mut reached = nodes.clone();
+    for lease in facts.leases.iter() {
+        let service = &lease.service_id;
+        if services.contains(service)
+            || (touches_target && Some(service) == ingress)
+            || (touches_ingress && targets.contains(service))
+        {
+            reached.insert(lease.node_id.clone());
+        }
+    }
+    reached
 }
 
 /// Whether a node must be rebuilt: it has no projection, its inputs moved, or it applied a head
@@ -472,14 +539,28 @@ impl ProjectionIssuer {
     /// the nodes whose projection changed (`pushRuntimeChanged { kinds: ["projection"] }`,
     /// wherever their sockets are). Answers those nodes. Without a signing key in use nothing is
     /// issued ([`DomainError::SigningKeyUnavailable`]).
-    pub async fn issue(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
-        let unlocked = self.store.projection_facts(cluster_id).await?;
+    pub async fn issue(&self, cluster_id: &Id, scope: &IssueScope) -> Result<BTreeSet<NodeId>, DomainError> {
+        if scope.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let (unlocked, nodes) = match scope {
+            IssueScope::All => (self.store.projection_facts(cluster_id, None).await?, None),
+            IssueScope::Some { nodes, services } => {
+                let facts = self.store.projection_facts(cluster_id, Some(nodes)).await?;
+                let reached = scope_nodes(&facts, nodes, services);
+                if reached == *nodes {
+                    (facts, Some(reached))
+                } else {
+                    (self.store.projection_facts(cluster_id, Some(&reached)).await?, Some(reached))
+                }
+            }
+        };
         let pre = affected_nodes(&unlocked, &self.controller);
         if pre.is_empty() {
             return Ok(BTreeSet::new());
         }
         let key = self.signing.current()?;
-        let Some(mut locked) = self.store.lock_projections(cluster_id).await? else {
+        let Some(mut locked) = self.store.lock_projections(cluster_id, nodes.as_ref()).await? else {
             return Ok(BTreeSet::new());
         };
         let facts = locked.facts().clone();
@@ -521,9 +602,20 @@ impl ProjectionIssuer {
             }
         }
         locked.write(&issued).await?;
-        let granted = locked.granted().await?;
-        let backends = judge_route_backends(&facts, &granted);
-        let backends_changed = locked.replace_backends(&backends).await?;
+        // The route backends follow the grants of every node's projection: judged again when
+        // every node was looked at or when an issued generation grants other destinations than
+        // the head it replaces.
+        let granted_moved = issued.iter().any(|issued| {
+            let head = facts.heads.iter().find(|head| head.node_id == issued.signed.payload.node_id);
+            head.map_or(!issued.granted.is_empty(), |head| head.granted != issued.granted)
+        });
+        let backends_changed = if nodes.is_none() || granted_moved {
+            let granted = locked.granted().await?;
+            let backends = judge_route_backends(&facts, &granted);
+            locked.replace_backends(&backends).await?
+        } else {
+            false
+        };
         locked.commit().await?;
         let nodes: BTreeSet<NodeId> = issued.iter().map(|issued| issued.signed.payload.node_id.clone()).collect();
         {
@@ -587,9 +679,11 @@ impl ProjectionIssuer {
     }
 
     /// Issues, best effort: a failure is logged and the cluster is owed an issue (the next read
-    /// of one of its projections or the next sweep repairs it).
-    pub async fn issue_logged(&self, cluster_id: &Id) {
-        match self.issue(cluster_id).await {
+    /// of one of its projections or the next sweep repairs it). A cluster owed an issue is issued
+    /// whole.
+    pub async fn issue_logged(&self, cluster_id: &Id, scope: &IssueScope) {
+        let scope = if self.is_owed(cluster_id) { &IssueScope::All } else { scope };
+        match self.issue(cluster_id, scope).await {
             Ok(nodes) => {
                 self.lock_owed().remove(cluster_id);
                 let outcome = if nodes.is_empty() { "unchanged" } else { "issued" };
@@ -601,6 +695,13 @@ impl ProjectionIssuer {
                 tracing::warn!(cluster = %cluster_id, %error, "runtime network projection issue failed");
             }
         }
+    }
+
+    /// How many nodes of the cluster an issue of every node would rebuild now (their inputs
+    /// moved, or they applied a head that retains something), from facts read without a lock.
+    pub async fn affected(&self, cluster_id: &Id) -> Result<usize, DomainError> {
+        let facts = self.store.projection_facts(cluster_id, None).await?;
+        Ok(affected_nodes(&facts, &self.controller).len())
     }
 
     fn lock_owed(&self) -> std::sync::MutexGuard<'_, BTreeSet<Id>> {
@@ -621,24 +722,25 @@ impl ProjectionIssuer {
                 return Ok(Some(stored));
             }
         }
-        self.issue_logged(cluster_id).await;
+        let nodes = BTreeSet::from([node_id.clone()]);
+        self.issue_logged(cluster_id, &IssueScope::Some { nodes, services: BTreeSet::new() }).await;
         Ok(self.store.node_projection(cluster_id, node_id).await?)
     }
 
     /// Issues every cluster of the store, best effort (the sweep, [`Controller::sweep_projections`]).
     async fn sweep(&self) -> Result<(), DomainError> {
         for cluster in self.store.list_clusters().await? {
-            self.issue_logged(&cluster.cluster.id).await;
+            self.issue_logged(&cluster.cluster.id, &IssueScope::All).await;
         }
         Ok(())
     }
 }
 
 impl Controller {
-    /// After a change that can move projections: issues the affected nodes' projections, best
-    /// effort.
-    pub async fn projections_changed(&self, cluster_id: &Id) {
-        self.projections.issue_logged(cluster_id).await;
+    /// After a change that can move projections: issues the affected nodes' projections among
+    /// those `scope` reaches, best effort.
+    pub async fn projections_changed(&self, cluster_id: &Id, scope: &IssueScope) {
+        self.projections.issue_logged(cluster_id, scope).await;
     }
 
     /// Issues every cluster's projections, best effort: repairs an issue that failed, or that a
@@ -673,7 +775,9 @@ impl Controller {
         match self.store.record_projection_applied(&session.cluster_id, &session.node_id, applied).await? {
             AppliedOutcome::Recorded => {
                 tracing::info!(cluster = %session.cluster_id, node = %session.node_id, generation = applied.generation, "runtime network projection applied");
-                self.projections_changed(&session.cluster_id).await;
+                let nodes = BTreeSet::from([session.node_id.clone()]);
+                self.projections_changed(&session.cluster_id, &IssueScope::Some { nodes, services: BTreeSet::new() })
+                    .await;
                 Ok(())
             }
             AppliedOutcome::Unknown => Err(DomainError::NotFound(MissingKind::Projection)),

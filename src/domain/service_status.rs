@@ -28,24 +28,26 @@
 //! they differ (`store::service_status`).
 
 use super::assignments::{desired_assignments, is_ready_under, same_content};
-use super::network::{judge_lease_refusal, leases_held_by_other_services};
+use super::network::{judge_lease_refusal, lease_in_pool};
 use super::storage_claims;
 use super::{Controller, DomainError, MissingKind};
+use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::assignment::{
     MAXIMUM_ENVIRONMENT_ENTRIES, MAXIMUM_ENVIRONMENT_NAME_BYTES, MAXIMUM_ENVIRONMENT_TOTAL_BYTES,
     MAXIMUM_WORKLOAD_PORTS,
 };
 use crate::contract::inventory::ServiceRuntimeSpec;
+use crate::contract::reader::compare_bytes;
 use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
 use crate::contract::service_status::{
     ServiceRuntimeRefusal as Refusal, ServiceRuntimeState, ServiceRuntimeStatus, ServiceRuntimeVerdict as Verdict,
     ServiceRuntimeWaitingReason as Waiting,
 };
-use crate::contract::session::ControllerReference;
+use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
-use crate::store::SharedStore;
 use crate::store::service_status::{RecordedStatus, StatusFacts};
-use crate::store::sessions::AssignmentFacts;
+use crate::store::sessions::{AssignmentFacts, ReportedState};
+use crate::store::{FactScope, SharedStore, StoredNode};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The refusals this controller produces, in the order [`blocking_verdict`] checks them (the
@@ -69,36 +71,54 @@ pub const WAITING: &[Waiting] = &[Waiting::Conflict, Waiting::StorageImportPendi
 /// The one node-local volume driver (`06-storage-claims.md`).
 const LOCAL_DRIVER: &str = "local";
 
-/// The services of the cluster that declare each volume id, read once from the facts so the
-/// shared-volume check is a lookup rather than a pass over every other service.
-pub struct VolumeDeclarers<'facts> {
-    services_by_volume: BTreeMap<&'facts Id, BTreeSet<&'facts Id>>,
+/// Lookups over one read of facts, built once per read so that judging a spec is a few map
+/// lookups rather than passes over the cluster: the nodes by id, the declarers of each volume id
+/// (the store's `volume_declarers`) and the live leases in each organization's pool.
+pub struct Lookups<'facts> {
+    nodes: BTreeMap<&'facts NodeId, &'facts StoredNode>,
+    /// Live leases in each organization's workload pool.
+    pool_leases: BTreeMap<&'facts Id, u64>,
+    /// Live leases in each organization's workload pool by (organization, service).
+    service_pool_leases: BTreeMap<(&'facts Id, &'facts Id), u64>,
+    volume_declarers: &'facts BTreeMap<Id, BTreeSet<Id>>,
 }
 
-impl<'facts> VolumeDeclarers<'facts> {
-    /// The declarers of every volume id of the current specs.
+impl<'facts> Lookups<'facts> {
+    /// The lookups over `facts`.
     pub fn of(facts: &'facts AssignmentFacts) -> Self {
-        Self::of_services(&facts.services)
-    }
-
-    /// The declarers of every volume id of `services`.
-    fn of_services(services: &'facts [ServiceRuntimeSpec]) -> Self {
-        let mut services_by_volume: BTreeMap<&Id, BTreeSet<&Id>> = BTreeMap::new();
-        for spec in services {
-            for volume in &spec.body.volumes {
-                services_by_volume.entry(&volume.id).or_default().insert(&spec.body.service_id);
+        let nodes = facts.nodes.iter().map(|node| (&node.node.id, node)).collect();
+        let mut pool_leases: BTreeMap<&Id, u64> = BTreeMap::new();
+        let mut service_pool_leases: BTreeMap<(&Id, &Id), u64> = BTreeMap::new();
+        if let Some(plan) = facts.plan.as_ref() {
+            for lease in facts.leases.iter() {
+                if lease_in_pool(plan, lease) {
+                    *pool_leases.entry(&lease.organization_id).or_default() += 1;
+                    *service_pool_leases.entry((&lease.organization_id, &lease.service_id)).or_default() += 1;
+                }
             }
         }
-        Self { services_by_volume }
+        Lookups { nodes, pool_leases, service_pool_leases, volume_declarers: &facts.volume_declarers }
+    }
+
+    /// The node with this id, if it exists.
+    pub fn node(&self, node_id: &NodeId) -> Option<&'facts StoredNode> {
+        self.nodes.get(node_id).copied()
+    }
+
+    /// The live leases in the workload pool of `organization_id` held by services other than
+    /// `service_id`.
+    fn leases_held_by_other_services(&self, organization_id: &Id, service_id: &Id) -> u64 {
+        self.pool_leases.get(organization_id).copied().unwrap_or(0)
+            - self.service_pool_leases.get(&(organization_id, service_id)).copied().unwrap_or(0)
     }
 
     /// True when a service other than the spec's declares one of the spec's volume ids.
     fn another_service_declares_a_volume_of(&self, spec: &ServiceRuntimeSpec) -> bool {
         let body = &spec.body;
         body.volumes.iter().any(|volume| {
-            self.services_by_volume
+            self.volume_declarers
                 .get(&volume.id)
-                .is_some_and(|services| services.iter().any(|service_id| **service_id != body.service_id))
+                .is_some_and(|services| services.iter().any(|service_id| *service_id != body.service_id))
         })
     }
 }
@@ -106,34 +126,27 @@ impl<'facts> VolumeDeclarers<'facts> {
 /// True when the spec's volumes would be mounted by more than one workload
 /// (`volume-shared-unsupported`): it declares a volume and runs more than one replica, or
 /// another service of the cluster declares a volume with the same id.
-fn volume_shared(spec: &ServiceRuntimeSpec, declarers: &VolumeDeclarers) -> bool {
-    !spec.body.volumes.is_empty() && (spec.body.replicas > 1 || declarers.another_service_declares_a_volume_of(spec))
+fn volume_shared(spec: &ServiceRuntimeSpec, lookups: &Lookups) -> bool {
+    !spec.body.volumes.is_empty() && (spec.body.replicas > 1 || lookups.another_service_declares_a_volume_of(spec))
 }
 
 /// True when the spec trips `refusal`.
-fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, declarers: &VolumeDeclarers) -> bool {
+fn refuses(refusal: Refusal, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, lookups: &Lookups) -> bool {
     let body = &spec.body;
     match refusal {
         Refusal::PortProtocolUnsupported => body.ports.iter().any(|port| port.protocol.runnable().is_none()),
         Refusal::PortsTooMany => body.ports.len() > MAXIMUM_WORKLOAD_PORTS,
         Refusal::EnvironmentTooLarge => environment_too_large(spec, facts),
-        Refusal::NoEligibleNode => {
-            body.placement.node_ids.iter().any(|node_id| !facts.nodes.iter().any(|node| node.node.id == *node_id))
-        }
+        Refusal::NoEligibleNode => body.placement.node_ids.iter().any(|node_id| lookups.node(node_id).is_none()),
         Refusal::NetworkWorkloadPoolMissing | Refusal::NetworkWorkloadPoolExhausted => {
-            let others = leases_held_by_other_services(
-                facts.plan.as_ref(),
-                &facts.leases,
-                &body.organization_id,
-                &body.service_id,
-            );
+            let others = lookups.leases_held_by_other_services(&body.organization_id, &body.service_id);
             judge_lease_refusal(facts.plan.as_ref(), &body.organization_id, body.replicas, others) == Some(refusal)
         }
         Refusal::VolumeDriverUnsupported => body.volumes.iter().any(|volume| volume.driver != LOCAL_DRIVER),
         Refusal::VolumeOptionsUnsupported => {
             body.volumes.iter().any(|volume| !volume.driver_options.is_empty() || !volume.mount_options.is_empty())
         }
-        Refusal::VolumeSharedUnsupported => volume_shared(spec, declarers),
+        Refusal::VolumeSharedUnsupported => volume_shared(spec, lookups),
         Refusal::VolumePlacementUnsupported => !body.volumes.is_empty() && body.placement.node_ids.len() > 1,
         _ => false,
     }
@@ -179,57 +192,56 @@ fn waits(reason: Waiting, spec: &ServiceRuntimeSpec, facts: &AssignmentFacts) ->
 }
 
 /// The first refusal in table order the spec trips, if any: a refused spec gets neither
-/// assignments nor claims. `declarers` is [`VolumeDeclarers::of`] the same facts.
-pub fn refusal_of(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, declarers: &VolumeDeclarers) -> Option<Refusal> {
-    REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts, declarers))
+/// assignments nor claims. `lookups` is [`Lookups::of`] the same facts.
+pub fn refusal_of(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, lookups: &Lookups) -> Option<Refusal> {
+    REFUSALS.iter().copied().find(|refusal| refuses(*refusal, spec, facts, lookups))
 }
 
 /// The verdict that keeps the spec from running (`refused` or `waiting`, the first reason in
-/// table order), or `None` when assignments can be issued for it. `declarers` is
-/// [`VolumeDeclarers::of`] the same facts.
-pub fn blocking_verdict(
-    spec: &ServiceRuntimeSpec,
-    facts: &AssignmentFacts,
-    declarers: &VolumeDeclarers,
-) -> Option<Verdict> {
-    if let Some(refusal) = refusal_of(spec, facts, declarers) {
+/// table order), or `None` when assignments can be issued for it. `lookups` is [`Lookups::of`]
+/// the same facts.
+pub fn blocking_verdict(spec: &ServiceRuntimeSpec, facts: &AssignmentFacts, lookups: &Lookups) -> Option<Verdict> {
+    if let Some(refusal) = refusal_of(spec, facts, lookups) {
         return Some(Verdict::Refused(refusal));
     }
     WAITING.iter().copied().find(|reason| waits(*reason, spec, facts)).map(Verdict::Waiting)
 }
 
-/// The verdict on every current spec of the cluster, by service id.
+/// The verdict on every current spec of the facts' scope, by service id.
 pub fn judge_services(
     facts: &AssignmentFacts,
     status: &StatusFacts,
     controller: &ControllerReference,
 ) -> BTreeMap<Id, (u64, Verdict)> {
-    let desired = desired_assignments(facts, controller);
-    let declarers = VolumeDeclarers::of(facts);
-    let session_of = |node_id: &NodeId| status.sessions.iter().find(|(node, _)| node == node_id).map(|(_, s)| s);
-    let running = |draft: &crate::contract::assignment::RuntimeAssignment| {
-        let Some(head) = facts.heads.readable.iter().find(|head| head.signed.payload.id == draft.id) else {
-            return false;
-        };
+    let lookups = Lookups::of(facts);
+    let desired = desired_assignments(facts, &lookups, controller);
+    let sessions: BTreeMap<&NodeId, &RuntimeSessionReference> =
+        status.sessions.iter().map(|(node, session)| (node, session)).collect();
+    let states: BTreeMap<(&Id, u64), &ReportedState> =
+        status.head_states.iter().map(|state| ((&state.assignment_id, state.generation), &state.reported)).collect();
+    let running = |draft: &RuntimeAssignment| {
+        let Some(head) = facts.heads.get(&draft.id) else { return false };
         let payload = &head.signed.payload;
-        let reported = status
-            .head_states
-            .iter()
-            .find(|state| state.assignment_id == payload.id && state.generation == payload.generation);
         head.active
             && same_content(payload, draft)
-            && reported
-                .zip(session_of(&payload.node_id))
-                .is_some_and(|(reported, session)| is_ready_under(&reported.reported, session))
+            && states
+                .get(&(&payload.id, payload.generation))
+                .zip(sessions.get(&payload.node_id))
+                .is_some_and(|(reported, session)| is_ready_under(reported, session))
     };
+    let mut drafts_of: BTreeMap<&Id, Vec<&RuntimeAssignment>> = BTreeMap::new();
+    for draft in desired.values() {
+        drafts_of.entry(&draft.service_id).or_default().push(draft);
+    }
     facts
         .services
         .iter()
         .map(|spec| {
-            let verdict = blocking_verdict(spec, facts, &declarers).unwrap_or_else(|| {
-                let mut drafts = desired.values().filter(|draft| draft.service_id == spec.body.service_id).peekable();
-                if drafts.peek().is_some() && drafts.all(running) { Verdict::Converged } else { Verdict::Converging }
-            });
+            let verdict =
+                blocking_verdict(spec, facts, &lookups).unwrap_or_else(|| match drafts_of.get(&spec.body.service_id) {
+                    Some(drafts) if drafts.iter().all(|draft| running(draft)) => Verdict::Converged,
+                    _ => Verdict::Converging,
+                });
             (spec.body.service_id.clone(), (spec.revision, verdict))
         })
         .collect()
@@ -260,20 +272,9 @@ fn status_of(recorded: &RecordedStatus) -> Result<ServiceRuntimeStatus, DomainEr
     })
 }
 
-/// Judges every service of the cluster now and records the verdicts that changed (at `now_ms`);
-/// answers every status of the cluster, sorted by service id. An unknown cluster has none.
-pub(super) async fn refresh_statuses(
-    store: &SharedStore,
-    cluster_id: &Id,
-    controller: &ControllerReference,
-    now_ms: u64,
-) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
-    let facts = store.assignment_facts(cluster_id).await?;
-    if facts.cluster.is_none() {
-        return Ok(Vec::new());
-    }
-    let status_facts = store.status_facts(cluster_id).await?;
-    let verdicts: Vec<RecordedStatus> = judge_services(&facts, &status_facts, controller)
+/// The verdicts as the store records them, judged at `now_ms`.
+pub(super) fn recorded_verdicts(verdicts: BTreeMap<Id, (u64, Verdict)>, now_ms: u64) -> Vec<RecordedStatus> {
+    verdicts
         .into_iter()
         .map(|(service_id, (spec_revision, verdict))| RecordedStatus {
             service_id,
@@ -282,15 +283,56 @@ pub(super) async fn refresh_statuses(
             reason: verdict.reason().map(str::to_owned),
             changed_at: now_ms,
         })
+        .collect()
+}
+
+/// The services whose judged verdict is not the recorded one (a service judged without a
+/// record, or recorded without a current spec, included), sorted by id.
+pub(super) fn status_differences(verdicts: &BTreeMap<Id, (u64, Verdict)>, recorded: &[RecordedStatus]) -> Vec<Id> {
+    let recorded: BTreeMap<&Id, &RecordedStatus> = recorded.iter().map(|status| (&status.service_id, status)).collect();
+    let mut differing: Vec<Id> = verdicts
+        .iter()
+        .filter(|(service_id, (revision, verdict))| {
+            recorded.get(service_id).is_none_or(|status| {
+                status.spec_revision != *revision
+                    || status.state != verdict.state().as_str()
+                    || status.reason.as_deref() != verdict.reason()
+            })
+        })
+        .map(|(service_id, _)| service_id.clone())
         .collect();
-    let recorded = store.record_statuses(cluster_id, &verdicts).await?;
+    differing.extend(recorded.keys().filter(|service_id| !verdicts.contains_key(**service_id)).map(|id| (*id).clone()));
+    differing.sort_by(|left, right| compare_bytes(left.as_str(), right.as_str()));
+    differing
+}
+
+/// Judges the services of `scope` now and records the verdicts that changed (at `now_ms`);
+/// answers every recorded status of the scope, sorted by service id. An unknown cluster has none.
+pub(super) async fn refresh_statuses(
+    store: &SharedStore,
+    cluster_id: &Id,
+    scope: &FactScope,
+    controller: &ControllerReference,
+    now_ms: u64,
+) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
+    let facts = store.assignment_facts(cluster_id, scope).await?;
+    if facts.cluster.is_none() {
+        return Ok(Vec::new());
+    }
+    let status_facts = store.status_facts(cluster_id, scope).await?;
+    let verdicts = recorded_verdicts(judge_services(&facts, &status_facts, controller), now_ms);
+    let recorded = store.record_statuses(cluster_id, scope, &verdicts).await?;
     recorded.iter().map(status_of).collect()
 }
 
 impl Controller {
-    /// [`refresh_statuses`] for this controller, now.
-    pub async fn refresh_service_statuses(&self, cluster_id: &Id) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
-        refresh_statuses(&self.store, cluster_id, &self.controller_reference(), self.clock.now_ms()).await
+    /// [`refresh_statuses`] of `scope` for this controller, now.
+    pub async fn refresh_service_statuses(
+        &self,
+        cluster_id: &Id,
+        scope: &FactScope,
+    ) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
+        refresh_statuses(&self.store, cluster_id, scope, &self.controller_reference(), self.clock.now_ms()).await
     }
 
     /// `getServiceRuntimeStatus` (every role) → `{ status }`, judged now.
@@ -300,7 +342,7 @@ impl Controller {
     ) -> Result<ServiceRuntimeStatus, DomainError> {
         let GetServiceRuntimeStatusRequest { cluster_id, service_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        self.refresh_service_statuses(&cluster_id)
+        self.refresh_service_statuses(&cluster_id, &FactScope::Services(BTreeSet::from([service_id.clone()])))
             .await?
             .into_iter()
             .find(|status| status.id == service_id)
@@ -314,7 +356,7 @@ impl Controller {
     ) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
         let super::ClusterRequest { cluster_id } = request;
         self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
-        self.refresh_service_statuses(&cluster_id).await
+        self.refresh_service_statuses(&cluster_id, &FactScope::Cluster).await
     }
 }
 
@@ -344,14 +386,33 @@ mod tests {
         ServiceRuntimeSpec { body, revision: 1 }
     }
 
+    /// Facts holding `services` and the declarers of their volume ids, as the store reads them.
+    fn facts_of(services: &[ServiceRuntimeSpec]) -> AssignmentFacts {
+        let mut volume_declarers: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+        for spec in services {
+            for volume in &spec.body.volumes {
+                volume_declarers.entry(volume.id.clone()).or_default().insert(spec.body.service_id.clone());
+            }
+        }
+        AssignmentFacts {
+            scope: FactScope::Cluster,
+            cluster: None,
+            nodes: Vec::new(),
+            services: services.to_vec(),
+            volume_declarers,
+            designation: None,
+            heads: Default::default(),
+            plan: None,
+            leases: Default::default(),
+            claims: Default::default(),
+        }
+    }
+
     /// The services refused `volume-shared-unsupported` among `services`, in order.
     fn shared(services: &[ServiceRuntimeSpec]) -> Vec<&str> {
-        let declarers = VolumeDeclarers::of_services(services);
-        services
-            .iter()
-            .filter(|spec| volume_shared(spec, &declarers))
-            .map(|spec| spec.body.service_id.as_str())
-            .collect()
+        let facts = facts_of(services);
+        let lookups = Lookups::of(&facts);
+        services.iter().filter(|spec| volume_shared(spec, &lookups)).map(|spec| spec.body.service_id.as_str()).collect()
     }
 
     #[test]
@@ -383,10 +444,10 @@ mod tests {
 
     #[test]
     fn a_spec_outside_the_facts_is_shared_when_a_service_of_the_facts_declares_its_volume() {
-        let services = [spec("db", &["data"])];
-        let declarers = VolumeDeclarers::of_services(&services);
-        assert!(volume_shared(&spec("api", &["data"]), &declarers));
-        assert!(!volume_shared(&spec("db", &["data"]), &declarers));
-        assert!(!volume_shared(&spec("api", &["other"]), &declarers));
+        let facts = facts_of(&[spec("db", &["data"])]);
+        let lookups = Lookups::of(&facts);
+        assert!(volume_shared(&spec("api", &["data"]), &lookups));
+        assert!(!volume_shared(&spec("db", &["data"]), &lookups));
+        assert!(!volume_shared(&spec("api", &["other"]), &lookups));
     }
 }

@@ -11,6 +11,7 @@ use super::secrets::Bearer;
 use super::{Controller, DomainError};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
+use crate::store::FactScope;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -257,7 +258,12 @@ impl Controller {
             .ok_or(DomainError::PrincipalRefused)?;
         tracing::info!(cluster = %cluster_id, node = %node_id, generation = session.generation, "runtime session opened");
         // A new session ends the running of what the node ran under its previous one.
-        self.service_statuses_changed(&cluster_id).await;
+        match self.store.services_on_node(&cluster_id, &node_id).await {
+            Ok(services) => self.service_statuses_changed(&cluster_id, &FactScope::Services(services)).await,
+            Err(error) => {
+                tracing::warn!(cluster = %cluster_id, node = %node_id, %error, "service status refresh failed")
+            }
+        }
         Ok(session)
     }
 

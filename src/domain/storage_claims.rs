@@ -33,8 +33,8 @@
 //! (a `claims` signal, `signals`); a worker also reads its node's claims again every
 //! `storage_claim_sweep_ms` (30 s) in case a signal was missed.
 
-use super::assignments::AssignmentReconciler;
-use super::service_status::{VolumeDeclarers, refusal_of};
+use super::assignments::{AssignmentReconciler, Change};
+use super::service_status::{Lookups, refusal_of};
 use super::sessions::{LinkError, NodeLinks};
 use super::{Clock, Controller, DomainError, MissingKind};
 use crate::contract::inventory::{ServiceRuntimeSpec, VolumeInitialization, VolumeSpec};
@@ -55,7 +55,7 @@ use crate::store::sessions::AssignmentFacts;
 use crate::store::storage_claims::{
     ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim,
 };
-use crate::store::{ChangeKind, SharedStore};
+use crate::store::{ChangeKind, FactScope, SharedStore};
 use ed25519_dalek::SigningKey;
 use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;
@@ -125,12 +125,12 @@ fn held(stored: &StoredClaim) -> bool {
 fn draft_claim(
     spec: &ServiceRuntimeSpec,
     volume: &VolumeSpec,
-    facts: &AssignmentFacts,
+    lookups: &Lookups,
     controller: &ControllerReference,
 ) -> Option<RuntimeLocalStorageClaim> {
     let body = &spec.body;
     let node_id = body.placement.node_ids.first()?;
-    let node = facts.nodes.iter().find(|node| node.node.id == *node_id)?;
+    let node = lookups.node(node_id)?;
     let initialization = match volume.initialization {
         VolumeInitialization::Empty { ownership } => LocalStorageInitialization::Empty(InitialOwnership {
             uid: u32::try_from(ownership.uid).ok()?,
@@ -171,15 +171,15 @@ fn desired_claims(
     if facts.cluster.is_none() {
         return (desired, refused);
     }
-    let declarers = VolumeDeclarers::of(facts);
+    let lookups = Lookups::of(facts);
     for spec in &facts.services {
         let body = &spec.body;
-        if refusal_of(spec, facts, &declarers).is_some() {
+        if refusal_of(spec, facts, &lookups).is_some() {
             refused.insert(body.service_id.clone());
             continue;
         }
         for volume in &body.volumes {
-            if let Some(draft) = draft_claim(spec, volume, facts, controller) {
+            if let Some(draft) = draft_claim(spec, volume, &lookups, controller) {
                 desired.insert(draft.id.clone(), draft);
             }
         }
@@ -329,7 +329,8 @@ pub(super) fn sealed_claims(
 fn volume_waits(facts: &AssignmentFacts, spec: &ServiceRuntimeSpec, volume: &VolumeSpec) -> Option<Waiting> {
     let body = &spec.body;
     let id = claim_id(&body.cluster_id, &body.service_id, &volume.id);
-    if facts.claims.unreadable.iter().any(|head| head.reference.id == id) {
+    if facts.claims.get(&id).is_none() && facts.claims.reference(&id).is_some() {
+        // An unreadable head.
         return Some(Waiting::Conflict);
     }
     let import = matches!(volume.initialization, VolumeInitialization::Import);
@@ -389,8 +390,8 @@ enum Pushed {
 struct Pass {
     /// When the worker must look again (a retry), if ever.
     next: Option<Instant>,
-    /// True when a recorded state changed.
-    changed: bool,
+    /// The services of the claims whose recorded state changed.
+    changed: BTreeSet<Id>,
     /// True when the node has no current session on a socket of this process.
     disconnected: bool,
 }
@@ -482,8 +483,8 @@ impl ClaimPusher {
             let requested = self.lock_workers().get(&key).map_or(covered, |worker| worker.requested);
             let pass = self.pass(&key.0, &key.1, &mut retries).await;
             covered = requested;
-            if pass.changed {
-                self.states_changed(&key.0);
+            if !pass.changed.is_empty() {
+                self.states_changed(&key.0, pass.changed);
             }
             if pass.disconnected {
                 let mut workers = self.lock_workers();
@@ -502,37 +503,41 @@ impl ClaimPusher {
         }
     }
 
-    /// Schedules a reconcile of the cluster: a recorded state can let an assignment be issued
-    /// (an `import` volume became `ready`) and moves statuses.
-    fn states_changed(&self, cluster_id: &Id) {
+    /// Schedules a reconcile of the services whose claims' recorded state changed: it can let an
+    /// assignment be issued (an `import` volume became `ready`) and moves statuses.
+    fn states_changed(&self, cluster_id: &Id, services: BTreeSet<Id>) {
         if let Some(reconciler) = self.reconciler.get().and_then(Weak::upgrade) {
-            reconciler.schedule(cluster_id);
+            reconciler.schedule(cluster_id, Change::Claims(services));
         }
     }
 
     /// One pass over the node's claims: pushes each head that needs it and is not waiting out a
     /// retry, and records what came back.
     async fn pass(&self, cluster_id: &Id, node_id: &NodeId, retries: &mut HashMap<(Id, u64), Retry>) -> Pass {
-        let mut pass = Pass { next: None, changed: false, disconnected: false };
+        let mut pass = Pass { next: None, changed: BTreeSet::new(), disconnected: false };
         let Some(session) = self.links.connected_session(cluster_id, node_id) else {
             pass.disconnected = true;
             return pass;
         };
-        let retry_soon = Pass { next: Some(Instant::now() + self.settings.retry_initial), ..pass };
+        let retry_soon = || Pass {
+            next: Some(Instant::now() + self.settings.retry_initial),
+            changed: BTreeSet::new(),
+            disconnected: false,
+        };
         // The store decides which session is current (several processes agree on it).
         match self.store.current_session(cluster_id, node_id).await {
             Ok(Some(current)) if current == session => {}
             Ok(_) => return Pass { disconnected: true, ..pass },
             Err(error) => {
                 tracing::warn!(cluster = %cluster_id, node = %node_id, %error, "claim push: the session is not readable");
-                return retry_soon;
+                return retry_soon();
             }
         }
         let heads = match self.store.node_claim_heads(cluster_id, node_id).await {
             Ok(heads) => heads,
             Err(error) => {
                 tracing::warn!(cluster = %cluster_id, node = %node_id, %error, "claim push: the claims are not readable");
-                return retry_soon;
+                return retry_soon();
             }
         };
         for head in &heads.unreadable {
@@ -563,7 +568,9 @@ impl ClaimPusher {
                 Pushed::Gone => return Pass { disconnected: true, ..pass },
                 Pushed::Answered(response) => match self.record_answer(&session, stored, &response).await {
                     Ok(changed) => {
-                        pass.changed |= changed;
+                        if changed {
+                            pass.changed.insert(claim.service_id.clone());
+                        }
                         response.state == NodeState::ImportRequired
                     }
                     Err(error) => {
@@ -758,7 +765,13 @@ impl Controller {
         let ResolveRuntimeLocalStorageClaimRequest { claim: reference, decision } = request;
         let cluster_id =
             self.store.claim_cluster(&reference.id).await?.ok_or(DomainError::NotFound(MissingKind::StorageClaim))?;
-        let facts = self.store.assignment_facts(&cluster_id).await?;
+        let named = self
+            .store
+            .get_claim(&cluster_id, &reference.id, reference.generation)
+            .await?
+            .ok_or(DomainError::NotFound(MissingKind::StorageClaim))?;
+        let scope = FactScope::Services(BTreeSet::from([named.signed.payload.service_id.clone()]));
+        let facts = self.store.assignment_facts(&cluster_id, &scope).await?;
         let head = facts
             .claims
             .get(&reference.id)
@@ -769,11 +782,11 @@ impl Controller {
         }
         let claim = &head.signed.payload;
         if decision == ClaimDecision::Rebind {
-            let declarers = VolumeDeclarers::of(&facts);
+            let lookups = Lookups::of(&facts);
             let runnable = facts.services.iter().any(|spec| {
                 spec.body.service_id == claim.service_id
                     && spec.body.volumes.iter().any(|volume| volume.id == claim.volume_id)
-                    && refusal_of(spec, &facts, &declarers).is_none()
+                    && refusal_of(spec, &facts, &lookups).is_none()
             });
             if !runnable {
                 return Err(DomainError::RequestInvalid(vec![
@@ -795,7 +808,8 @@ impl Controller {
         tracing::info!(cluster = %cluster_id, claim = %claim.id, generation = claim.generation, decision = decision.as_str(), "uncertain claim resolved");
         let node_id = claim.node_id.clone();
         let claim_id = claim.id.clone();
-        self.assignments_changed(&cluster_id).await;
+        let services = BTreeSet::from([claim.service_id.clone()]);
+        self.assignments_changed(&cluster_id, Change::Claims(services)).await;
         if push_again {
             let node = BTreeSet::from([node_id]);
             super::signals::notify_nodes_changed(&self.store, &cluster_id, node, &[ChangeKind::Claims]).await;

@@ -9,13 +9,15 @@
 //! cluster's `facts_version`** (`put_cluster`, `put_service_spec`, `delete_service`; the
 //! designation write itself in `designations.rs`), which guards the optimistic designation write.
 
-use super::sql::{HoldsConnection, Statement, Transaction};
+use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
 use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
+use crate::contract::reader::compare_bytes;
 use crate::contract::{Id, NodeId};
 use crate::store::codec::{ClusterColumns, counter_to_sql, record_text};
 use crate::store::dialect::Backend;
 use async_trait::async_trait;
+use std::collections::BTreeSet;
 
 /// An organization with its revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +167,25 @@ pub(crate) async fn cluster_nodes(
     .collect()
 }
 
+/// The nodes of a cluster with these ids (those that exist), sorted by id (bytewise).
+pub(crate) async fn nodes_by_ids(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    node_ids: &[&str],
+) -> Result<Vec<StoredNode>, StoreError> {
+    let rows = super::sql::rows_by_ids(
+        on,
+        cluster_id,
+        "SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND {ids}",
+        "node_id",
+        node_ids,
+    )
+    .await?;
+    let mut nodes = rows.iter().map(|row| rows::node(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
+    nodes.sort_by(|left, right| compare_bytes(left.node.id.as_str(), right.node.id.as_str()));
+    Ok(nodes)
+}
+
 /// The head of a service: its current revision and whether it is deleted.
 async fn service_head(
     on: &mut impl HoldsConnection,
@@ -178,6 +199,34 @@ async fn service_head(
         .await?
         .map(|row| rows::service_head(&row))
         .transpose()
+}
+
+/// Makes `volume_ids` the volume ids the service's current spec declares (`service_volumes`: none
+/// for a deleted service), so the services declaring a volume id are found by key.
+async fn replace_service_volumes(
+    transaction: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    service_id: &Id,
+    volume_ids: &BTreeSet<&str>,
+) -> Result<(), StoreError> {
+    Statement::new("DELETE FROM service_volumes WHERE cluster_id = $1 AND service_id = $2")
+        .text(cluster_id.as_str())
+        .text(service_id.as_str())
+        .execute(transaction)
+        .await?;
+    if volume_ids.is_empty() {
+        return Ok(());
+    }
+    let mut insert = Statement::composed(format!(
+        "INSERT INTO service_volumes (cluster_id, service_id, volume_id) VALUES {}",
+        placeholder_rows(volume_ids.len(), 2, "$1, ", "")
+    ))
+    .text(cluster_id.as_str());
+    for volume_id in volume_ids {
+        insert = insert.text(service_id.as_str()).text(volume_id);
+    }
+    insert.execute(transaction).await?;
+    Ok(())
 }
 
 /// Counts a write of a fact the designation judge reads (see the module docs).
@@ -461,6 +510,8 @@ impl InventoryStore for SqlStore {
         .text(&text)
         .execute(&mut transaction)
         .await?;
+        let volume_ids: BTreeSet<&str> = body.volumes.iter().map(|volume| volume.id.as_str()).collect();
+        replace_service_volumes(&mut transaction, cluster_id, service_id, &volume_ids).await?;
         bump_facts_version(&mut transaction, cluster_id).await?;
         transaction.commit().await?;
         Ok(PutOutcome::Written(ServiceRuntimeSpec { body: body.clone(), revision }))
@@ -521,6 +572,7 @@ impl InventoryStore for SqlStore {
                 .integer(counter_to_sql(current, "service revision")?)
                 .execute(&mut transaction)
                 .await?;
+                replace_service_volumes(&mut transaction, cluster_id, service_id, &BTreeSet::new()).await?;
                 bump_facts_version(&mut transaction, cluster_id).await?;
                 transaction.commit().await?;
                 return Ok(PutOutcome::Written(()));

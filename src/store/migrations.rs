@@ -113,6 +113,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0014_projection_endpoint_references.sql"),
         sqlite: include_str!("../../migrations/sqlite/0014_projection_endpoint_references.sql"),
     },
+    EmbeddedMigration {
+        version: 15,
+        description: "incremental reconcile",
+        postgres: include_str!("../../migrations/postgres/0015_incremental_reconcile.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0015_incremental_reconcile.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

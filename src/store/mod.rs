@@ -95,6 +95,25 @@ pub enum PutOutcome<T> {
     DesignationKindConflict,
 }
 
+/// The services a reconcile reads and decides for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactScope {
+    /// Every service of the cluster (the full pass, a plan write).
+    Cluster,
+    /// These services only (what a write touches), with the nodes their specs place them on.
+    Services(std::collections::BTreeSet<crate::contract::Id>),
+}
+
+impl FactScope {
+    /// True when the scope covers `service_id`.
+    pub fn covers(&self, service_id: &crate::contract::Id) -> bool {
+        match self {
+            FactScope::Cluster => true,
+            FactScope::Services(services) => services.contains(service_id),
+        }
+    }
+}
+
 /// Which named record is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MissingKind {

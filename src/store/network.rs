@@ -19,12 +19,14 @@
 //! ([`apply_leases_on`], the only writer of lease heads), in the same transaction. A tag is a
 //! fresh random value, so it names one content for good: [`live_leases_on`] keeps the leases it
 //! parsed under their tag ([`LeaseSets`]) and, while the tag holds, reads only the tag instead of
-//! every lease record (4 096 records and their digests per read in a large cluster).
+//! every lease record (4 096 records and their digests per read in a large cluster). A write of
+//! this process keeps the set it made under its new tag, so only another process's write makes
+//! a reader parse the records again.
 
 use super::codec::{counter_to_sql, record_text};
 use super::inventory::lock_cluster;
 use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record, placeholder_rows};
-use super::{SqlStore, StoreError, rows};
+use super::{FactScope, SqlStore, StoreError, rows};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
 use crate::contract::{DigestedRecord as _, Id, NodeId};
@@ -55,15 +57,19 @@ pub struct LeaseHolder {
 }
 
 /// What a lease reconcile decides from, read under the cluster's lock.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseFacts {
+    /// The services whose leases follow their assignments; the other leases stay as they are.
+    pub scope: FactScope,
     /// The cluster's current address plan, if it has one.
     pub plan: Option<RuntimeNetworkAddressPlan>,
-    /// Every assignment in its node's current set, sorted by assignment id. Left empty when the
-    /// cluster has neither a plan nor a live lease (nothing to allocate or release).
+    /// Every assignment of the scope's services in its node's current set, sorted by assignment
+    /// id. Left empty when the cluster has neither a plan nor a live lease (nothing to allocate or
+    /// release).
     pub holders: Vec<LeaseHolder>,
-    /// The head generation of every live lease, sorted by lease id.
-    pub leases: Vec<RuntimeNetworkLease>,
+    /// The head generation of every live lease of the cluster (whatever the scope), sorted by
+    /// lease id; shared, kept in process under the cluster's lease set tag.
+    pub leases: LeaseSet,
 }
 
 /// One change of a lease reconcile.
@@ -84,9 +90,9 @@ pub enum LeaseChange {
 /// The lease part of a write transaction that holds a cluster's lock.
 #[async_trait]
 pub trait LeaseWriter: Send {
-    /// The lease facts of the locked cluster, read in the transaction (so after its earlier
-    /// writes).
-    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError>;
+    /// The lease facts of the locked cluster for the services of `scope`, read in the
+    /// transaction (so after its earlier writes).
+    async fn lease_facts(&mut self, scope: &FactScope) -> Result<LeaseFacts, StoreError>;
 
     /// Writes `changes` in order with guarded statements. A change that breaks a rule of the
     /// store (a digest that is not the content's, another cluster, a chain that does not link,
@@ -165,15 +171,28 @@ pub(crate) async fn current_plan(
     Ok(Some(StoredNetworkPlan { plan, authority }))
 }
 
+/// Every live lease of a cluster, sorted by lease id (bytewise): shared, and each lease behind an
+/// `Arc` of its own, so the set after a change is made from the set before it without copying
+/// its leases.
+pub type LeaseSet = Arc<Vec<Arc<RuntimeNetworkLease>>>;
+
 /// The most leases [`LeaseSets`] holds over all clusters (a parsed lease is some 600 bytes).
 const LEASE_SETS_CAPACITY: usize = 131_072;
 
-/// The parsed live leases of clusters, each under the tag of its lease set (the latest one read
-/// per cluster), up to [`LEASE_SETS_CAPACITY`] leases. One for the process: a tag is random and
-/// written once, so an entry is right for any store that shows that tag.
+/// How many sets [`LeaseSets`] keeps per cluster: the one a write replaced stays beside the one
+/// it made, so readers that read the tag just before the write's commit still find theirs.
+const SETS_PER_CLUSTER: usize = 2;
+
+/// The parsed live leases of clusters, each under the tag of its lease set, up to
+/// [`SETS_PER_CLUSTER`] per cluster and [`LEASE_SETS_CAPACITY`] leases in all. One for the
+/// process: a tag is random and written once, so an entry is right for any store that shows that
+/// tag. A set is kept when it is read, and when this process writes a change of a set it holds
+/// ([`apply_leases_on`]: the set after the change, under the new tag), so a write does not read
+/// every lease again.
 #[derive(Default)]
 struct LeaseSets {
-    sets: HashMap<Id, (String, Arc<Vec<RuntimeNetworkLease>>)>,
+    /// Per cluster, the sets kept, oldest first.
+    sets: HashMap<Id, Vec<(String, LeaseSet)>>,
     held: usize,
 }
 
@@ -184,28 +203,30 @@ impl LeaseSets {
         LEASE_SETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The cluster's live leases when `tag` is the tag they were kept under.
-    fn get(&self, cluster_id: &Id, tag: &str) -> Option<Arc<Vec<RuntimeNetworkLease>>> {
-        self.sets.get(cluster_id).filter(|(kept, _)| kept == tag).map(|(_, leases)| leases.clone())
+    /// The cluster's live leases when `tag` is a tag they were kept under.
+    fn get(&self, cluster_id: &Id, tag: &str) -> Option<LeaseSet> {
+        self.sets.get(cluster_id)?.iter().find(|(kept, _)| kept == tag).map(|(_, leases)| leases.clone())
     }
 
-    /// Keeps `leases` as the cluster's live leases under `tag`, making room by dropping other
-    /// clusters' sets.
-    fn put(&mut self, cluster_id: &Id, tag: String, leases: Arc<Vec<RuntimeNetworkLease>>) {
-        if let Some((_, old)) = self.sets.remove(cluster_id) {
-            self.held -= old.len();
-        }
-        if leases.len() > LEASE_SETS_CAPACITY {
+    /// Keeps `leases` as the cluster's live leases under `tag` (dropping the cluster's oldest set
+    /// beyond [`SETS_PER_CLUSTER`]), making room by dropping other clusters' sets.
+    fn put(&mut self, cluster_id: &Id, tag: String, leases: LeaseSet) {
+        if leases.len() > LEASE_SETS_CAPACITY || self.get(cluster_id, &tag).is_some() {
             return;
         }
-        while self.held + leases.len() > LEASE_SETS_CAPACITY {
-            let Some(victim) = self.sets.keys().next().cloned() else { break };
-            if let Some((_, old)) = self.sets.remove(&victim) {
-                self.held -= old.len();
+        let kept = self.sets.entry(cluster_id.clone()).or_default();
+        kept.push((tag, leases.clone()));
+        let mut freed = 0;
+        while kept.len() > SETS_PER_CLUSTER {
+            freed += kept.remove(0).1.len();
+        }
+        self.held = self.held + leases.len() - freed;
+        while self.held > LEASE_SETS_CAPACITY {
+            let Some(victim) = self.sets.keys().find(|victim| *victim != cluster_id).cloned() else { break };
+            if let Some(sets) = self.sets.remove(&victim) {
+                self.held -= sets.iter().map(|(_, leases)| leases.len()).sum::<usize>();
             }
         }
-        self.held += leases.len();
-        self.sets.insert(cluster_id.clone(), (tag, leases));
     }
 }
 
@@ -214,25 +235,26 @@ pub(crate) async fn live_leases_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Vec<RuntimeNetworkLease>, StoreError> {
-    Ok(live_lease_set_on(on, cluster_id).await?.as_ref().clone())
+    Ok(live_lease_set_on(on, cluster_id).await?.iter().map(|lease| lease.as_ref().clone()).collect())
+}
+
+/// The tag of the cluster's live lease set, `None` before its first lease.
+async fn lease_set_tag(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<Option<String>, StoreError> {
+    Statement::new("SELECT tag FROM runtime_network_lease_sets WHERE cluster_id = $1")
+        .text(cluster_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| row.text("tag"))
+        .transpose()
 }
 
 /// [`live_leases_on`], shared: the parsed set kept under the cluster's lease set tag when it
 /// still holds, else every record, read with the tag in one statement (so the set kept under a
 /// tag is the one that tag names).
-pub(crate) async fn live_lease_set_on(
-    on: &mut impl HoldsConnection,
-    cluster_id: &Id,
-) -> Result<Arc<Vec<RuntimeNetworkLease>>, StoreError> {
-    let tag = Statement::new("SELECT tag FROM runtime_network_lease_sets WHERE cluster_id = $1")
-        .text(cluster_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| row.text("tag"))
-        .transpose()?;
-    if let Some(tag) = &tag
-        && let Some(leases) = LeaseSets::lock().get(cluster_id, tag)
-    {
+pub(crate) async fn live_lease_set_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<LeaseSet, StoreError> {
+    let tag = lease_set_tag(on, cluster_id).await?;
+    let Some(tag) = tag else { return Ok(LeaseSet::default()) };
+    if let Some(leases) = LeaseSets::lock().get(cluster_id, &tag) {
         return Ok(leases);
     }
     let record = head_record(backend_of(on), "runtime_network_leases", "r", "lease_id", &["record"]);
@@ -244,7 +266,7 @@ pub(crate) async fn live_lease_set_on(
     .text(cluster_id.as_str())
     .fetch_all(on)
     .await?;
-    let mut leases = rows.iter().map(rows::network_lease).collect::<Result<Vec<_>, _>>()?;
+    let mut leases = rows.iter().map(|row| rows::network_lease(row).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
     leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
     let leases = Arc::new(leases);
     if let Some(row) = rows.first()
@@ -255,8 +277,38 @@ pub(crate) async fn live_lease_set_on(
     Ok(leases)
 }
 
+/// `leases` after `changes` (checked, each lease changed once): a new generation replaces its
+/// lease or joins the set, a release leaves it. One merge of two sorted lists.
+fn changed_lease_set(leases: &[Arc<RuntimeNetworkLease>], changes: &[LeaseChange]) -> LeaseSet {
+    let mut changed: Vec<(&str, Option<&RuntimeNetworkLease>)> = changes
+        .iter()
+        .map(|change| match change {
+            LeaseChange::Issue(lease) => (lease.id.as_str(), Some(lease.as_ref())),
+            LeaseChange::Release { id, .. } => (id.as_str(), None),
+        })
+        .collect();
+    changed.sort_by(|left, right| compare_bytes(left.0, right.0));
+    let mut merged = Vec::with_capacity(leases.len() + changed.len());
+    let mut changed = changed.into_iter().peekable();
+    for lease in leases {
+        while let Some((id, next)) = changed.next_if(|(id, _)| compare_bytes(id, lease.id.as_str()).is_lt()) {
+            let _ = id;
+            merged.extend(next.map(|next| Arc::new(next.clone())));
+        }
+        match changed.next_if(|(id, _)| *id == lease.id.as_str()) {
+            Some((_, next)) => merged.extend(next.map(|next| Arc::new(next.clone()))),
+            None => merged.push(lease.clone()),
+        }
+    }
+    merged.extend(changed.filter_map(|(_, next)| next.map(|next| Arc::new(next.clone()))));
+    Arc::new(merged)
+}
+
 /// The lease with this id in `leases` (a set sorted by id, as [`live_lease_set_on`] answers it).
-pub(crate) fn lease_by_id<'a>(leases: &'a [RuntimeNetworkLease], lease_id: &Id) -> Option<&'a RuntimeNetworkLease> {
+pub(crate) fn lease_by_id<'a>(
+    leases: &'a [Arc<RuntimeNetworkLease>],
+    lease_id: &Id,
+) -> Option<&'a Arc<RuntimeNetworkLease>> {
     leases
         .binary_search_by(|lease| compare_bytes(lease.id.as_str(), lease_id.as_str()))
         .ok()
@@ -282,7 +334,9 @@ pub(crate) async fn referenced_leases_on(
     let mut found: Vec<Option<RuntimeNetworkLease>> = references
         .iter()
         .map(|(lease_id, generation)| {
-            lease_by_id(&live, lease_id).filter(|lease| lease.generation == *generation).cloned()
+            lease_by_id(&live, lease_id)
+                .filter(|lease| lease.generation == *generation)
+                .map(|lease| lease.as_ref().clone())
         })
         .collect();
     let missing: Vec<usize> = (0..references.len()).filter(|index| found[*index].is_none()).collect();
@@ -316,34 +370,45 @@ pub(crate) async fn referenced_leases_on(
         .collect()
 }
 
-/// Reads the lease facts of a cluster whose lock the transaction holds.
-async fn lease_facts_on(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<LeaseFacts, StoreError> {
+/// Reads the lease facts of `scope` for a cluster whose lock the transaction holds: the holders
+/// are the active heads of the scope's services (by the heads' service index), the leases every
+/// live lease of the cluster.
+async fn lease_facts_on(
+    on: &mut impl HoldsConnection,
+    cluster_id: &Id,
+    scope: &FactScope,
+) -> Result<LeaseFacts, StoreError> {
     let plan = current_plan(on, cluster_id).await?.map(|stored| stored.plan);
-    let leases = live_leases_on(on, cluster_id).await?;
+    let leases = live_lease_set_on(on, cluster_id).await?;
     if plan.is_none() && leases.is_empty() {
-        return Ok(LeaseFacts::default());
+        return Ok(LeaseFacts { scope: scope.clone(), plan, holders: Vec::new(), leases });
     }
     let record = head_record(backend_of(on), "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
-    let mut holders = Statement::composed(format!(
+    let heads_sql = format!(
         "SELECT {}, h.active FROM runtime_assignment_heads h {} WHERE h.cluster_id = $1 AND h.active",
         record.columns, record.join
-    ))
-    .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(|row| {
-        let assignment = rows::assignment(row)?.signed.payload;
-        Ok(LeaseHolder {
-            assignment_id: assignment.id,
-            organization_id: assignment.organization_id,
-            service_id: assignment.service_id,
-            node_id: assignment.node_id,
+    );
+    let rows = match scope {
+        FactScope::Cluster => Statement::composed(heads_sql).text(cluster_id.as_str()).fetch_all(on).await?,
+        FactScope::Services(ids) => {
+            let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
+            super::sql::rows_by_ids(on, cluster_id, &format!("{heads_sql} AND {{ids}}"), "h.service_id", &ids).await?
+        }
+    };
+    let mut holders = rows
+        .iter()
+        .map(|row| {
+            let assignment = rows::assignment(row)?.signed.payload;
+            Ok(LeaseHolder {
+                assignment_id: assignment.id,
+                organization_id: assignment.organization_id,
+                service_id: assignment.service_id,
+                node_id: assignment.node_id,
+            })
         })
-    })
-    .collect::<Result<Vec<_>, StoreError>>()?;
+        .collect::<Result<Vec<_>, StoreError>>()?;
     holders.sort_by(|left, right| compare_bytes(left.assignment_id.as_str(), right.assignment_id.as_str()));
-    Ok(LeaseFacts { plan, holders, leases })
+    Ok(LeaseFacts { scope: scope.clone(), plan, holders, leases })
 }
 
 /// The rules a lease change must keep whatever the planner decided: a true digest, this
@@ -470,19 +535,32 @@ async fn apply_leases_on(
     if changes.is_empty() {
         return Ok(());
     }
+    let before = lease_set_tag(transaction, cluster_id).await?;
     for change in changes {
         if !apply_lease_change(transaction, cluster_id, change).await? {
             return Err(StoreError::Unavailable("a lease head moved under the cluster lock".into()));
         }
     }
+    let tag = uuid::Uuid::new_v4().simple().to_string();
     Statement::new(
         "INSERT INTO runtime_network_lease_sets (cluster_id, tag) VALUES ($1, $2) \
          ON CONFLICT (cluster_id) DO UPDATE SET tag = EXCLUDED.tag",
     )
     .text(cluster_id.as_str())
-    .text(&uuid::Uuid::new_v4().simple().to_string())
+    .text(&tag)
     .execute(transaction)
     .await?;
+    // The set the changes were made to is the one its tag names (the cluster's lock is held), so
+    // the set after them is kept under the new tag. Should the transaction not commit, the new tag
+    // never shows and the set is never used.
+    let previous = match &before {
+        Some(before) => LeaseSets::lock().get(cluster_id, before),
+        None => Some(LeaseSet::default()),
+    };
+    if let Some(previous) = previous {
+        let after = changed_lease_set(&previous, changes);
+        LeaseSets::lock().put(cluster_id, tag, after);
+    }
     Ok(())
 }
 
@@ -501,8 +579,8 @@ impl<'a> TransactionLeases<'a> {
 
 #[async_trait]
 impl LeaseWriter for TransactionLeases<'_> {
-    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError> {
-        lease_facts_on(&mut *self.transaction, self.cluster_id).await
+    async fn lease_facts(&mut self, scope: &FactScope) -> Result<LeaseFacts, StoreError> {
+        lease_facts_on(&mut *self.transaction, self.cluster_id, scope).await
     }
 
     async fn apply_leases(&mut self, changes: &[LeaseChange]) -> Result<(), StoreError> {
@@ -519,8 +597,8 @@ struct LockedSqlNetwork {
 
 #[async_trait]
 impl LeaseWriter for LockedSqlNetwork {
-    async fn lease_facts(&mut self) -> Result<LeaseFacts, StoreError> {
-        lease_facts_on(&mut self.transaction, &self.cluster_id).await
+    async fn lease_facts(&mut self, scope: &FactScope) -> Result<LeaseFacts, StoreError> {
+        lease_facts_on(&mut self.transaction, &self.cluster_id, scope).await
     }
 
     async fn apply_leases(&mut self, changes: &[LeaseChange]) -> Result<(), StoreError> {

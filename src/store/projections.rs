@@ -15,19 +15,19 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
-use super::inventory::{cluster_nodes, lock_cluster};
-use super::network::{StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
+use super::inventory::{cluster_nodes, lock_cluster, nodes_by_ids};
+use super::network::{LeaseSet, StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
-use super::sql::{HoldsConnection, Statement, Transaction};
+use super::sql::{HoldsConnection, Statement, Transaction, rows_by_ids};
 use super::{Backend, SqlStore, StoreError, rows};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
-use crate::contract::network::{RuntimeNetworkLease, RuntimeNetworkProjection};
+use crate::contract::network::RuntimeNetworkProjection;
+use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 /// The head of one node's projection chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,8 @@ pub struct ProjectionHead {
     pub retains: bool,
     /// The generation the node last reported applying.
     pub applied: Option<AuthorityReference>,
+    /// The grants of the current generation, by destination lease, protocol and port.
+    pub granted: BTreeSet<GrantedDestination>,
 }
 
 /// Everything a projection is built from, read in one transaction.
@@ -49,16 +51,16 @@ pub struct ProjectionHead {
 pub struct ProjectionFacts {
     /// The cluster's plan and protected authority, if it has a plan.
     pub plan: Option<StoredNetworkPlan>,
-    /// The cluster's nodes, sorted by id.
+    /// The nodes read (every node of the cluster, or the ones asked for that exist), sorted by id.
     pub nodes: Vec<NodeSpec>,
-    /// The head generation of every live lease, sorted by lease id (shared: the store keeps the
-    /// parsed set while the cluster's leases do not change).
-    pub leases: Arc<Vec<RuntimeNetworkLease>>,
+    /// The head generation of every live lease of the cluster, sorted by lease id (shared: the
+    /// store keeps the parsed set while the cluster's leases do not change).
+    pub leases: LeaseSet,
     /// The ingress routes, sorted by hostname.
     pub routes: Vec<IngressRoute>,
     /// The cluster's current ingress designation.
     pub designation: Option<ClusterIngressDesignation>,
-    /// The head of every node's projection chain, sorted by node id.
+    /// The head of the projection chain of every node read, sorted by node id.
     pub heads: Vec<ProjectionHead>,
 }
 
@@ -130,12 +132,21 @@ pub trait LockedProjections: Send {
 /// Persistence of signed runtime network projections.
 #[async_trait]
 pub trait ProjectionStore: Send + Sync {
-    /// The projection facts of the cluster, read in one snapshot without a lock.
-    async fn projection_facts(&self, cluster_id: &Id) -> Result<ProjectionFacts, StoreError>;
+    /// The projection facts of the cluster, read in one snapshot without a lock: of every node,
+    /// or of the nodes of `nodes` (by key).
+    async fn projection_facts(
+        &self,
+        cluster_id: &Id,
+        nodes: Option<&BTreeSet<NodeId>>,
+    ) -> Result<ProjectionFacts, StoreError>;
 
-    /// A write transaction holding the cluster's lock with the facts read under it; `None` when
-    /// the cluster does not exist.
-    async fn lock_projections(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedProjections>>, StoreError>;
+    /// A write transaction holding the cluster's lock with the facts (of every node, or of
+    /// `nodes`) read under it; `None` when the cluster does not exist.
+    async fn lock_projections(
+        &self,
+        cluster_id: &Id,
+        nodes: Option<&BTreeSet<NodeId>>,
+    ) -> Result<Option<Box<dyn LockedProjections>>, StoreError>;
 
     /// The node's current projection, if one was issued.
     async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError>;
@@ -150,32 +161,40 @@ pub trait ProjectionStore: Send + Sync {
     ) -> Result<AppliedOutcome, StoreError>;
 }
 
-/// Reads the projection facts of a cluster on one connection or transaction.
+/// Reads the projection facts of a cluster on one connection or transaction: of every node, or
+/// of the nodes of `nodes` (their rows and heads by key).
 async fn projection_facts_on(
     on: &mut impl HoldsConnection,
     backend: Backend,
     cluster_id: &Id,
+    nodes: Option<&BTreeSet<NodeId>>,
 ) -> Result<ProjectionFacts, StoreError> {
     let plan = current_plan(on, cluster_id).await?;
     if plan.is_none() {
         // Without a plan there is no protected authority, so no projection is issued.
         return Ok(ProjectionFacts::default());
     }
-    let nodes = cluster_nodes(on, backend, cluster_id).await?.into_iter().map(|stored| stored.node).collect();
+    let heads_sql = "SELECT node_id, generation, digest, inputs, retains, applied_generation, applied_digest, granted \
+         FROM runtime_network_projection_heads WHERE cluster_id = $1";
+    let (node_rows, head_rows) = match nodes {
+        None => (
+            cluster_nodes(on, backend, cluster_id).await?,
+            Statement::new(heads_sql).text(cluster_id.as_str()).fetch_all(on).await?,
+        ),
+        Some(nodes) => {
+            let ids: Vec<&str> = nodes.iter().map(NodeId::as_str).collect();
+            (
+                nodes_by_ids(on, cluster_id, &ids).await?,
+                rows_by_ids(on, cluster_id, &format!("{heads_sql} AND {{ids}}"), "node_id", &ids).await?,
+            )
+        }
+    };
+    let nodes = node_rows.into_iter().map(|stored| stored.node).collect();
     let leases = live_lease_set_on(on, cluster_id).await?;
     let routes = table_routes(on, backend, cluster_id).await?;
     let designation = cluster_designation_on(on, cluster_id).await?.flatten();
-    let heads = Statement::composed(format!(
-        "SELECT node_id, generation, digest, inputs, retains, applied_generation, applied_digest \
-         FROM runtime_network_projection_heads WHERE cluster_id = $1 ORDER BY node_id{}",
-        backend.bytewise()
-    ))
-    .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(rows::projection_head)
-    .collect::<Result<Vec<_>, _>>()?;
+    let mut heads = head_rows.iter().map(rows::projection_head).collect::<Result<Vec<_>, _>>()?;
+    heads.sort_by(|left, right| compare_bytes(left.node_id.as_str(), right.node_id.as_str()));
     Ok(ProjectionFacts { plan, nodes, leases, routes, designation, heads })
 }
 
@@ -223,7 +242,7 @@ async fn write_issued(
     if !projection
         .endpoints
         .iter()
-        .all(|endpoint| lease_by_id(&facts.leases, &endpoint.lease.id) == Some(&endpoint.lease))
+        .all(|endpoint| lease_by_id(&facts.leases, &endpoint.lease.id).map(AsRef::as_ref) == Some(&endpoint.lease))
     {
         return Err(StoreError::Corrupt("an issued projection names a lease that is not live".into()));
     }
@@ -361,22 +380,30 @@ impl LockedProjections for SqlLockedProjections {
 
 #[async_trait]
 impl ProjectionStore for SqlStore {
-    async fn projection_facts(&self, cluster_id: &Id) -> Result<ProjectionFacts, StoreError> {
+    async fn projection_facts(
+        &self,
+        cluster_id: &Id,
+        nodes: Option<&BTreeSet<NodeId>>,
+    ) -> Result<ProjectionFacts, StoreError> {
         let backend = self.pool.backend();
         let mut snapshot = self.pool.begin_snapshot().await?;
-        let facts = projection_facts_on(&mut snapshot, backend, cluster_id).await?;
+        let facts = projection_facts_on(&mut snapshot, backend, cluster_id, nodes).await?;
         snapshot.rollback().await?;
         Ok(facts)
     }
 
-    async fn lock_projections(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedProjections>>, StoreError> {
+    async fn lock_projections(
+        &self,
+        cluster_id: &Id,
+        nodes: Option<&BTreeSet<NodeId>>,
+    ) -> Result<Option<Box<dyn LockedProjections>>, StoreError> {
         let backend = self.pool.backend();
         let mut transaction = self.pool.begin_write().await?;
         if lock_cluster(&mut transaction, backend, cluster_id).await?.is_none() {
             transaction.rollback().await?;
             return Ok(None);
         }
-        let facts = projection_facts_on(&mut transaction, backend, cluster_id).await?;
+        let facts = projection_facts_on(&mut transaction, backend, cluster_id, nodes).await?;
         Ok(Some(Box::new(SqlLockedProjections { transaction, cluster_id: cluster_id.clone(), facts })))
     }
 

@@ -117,6 +117,16 @@ pub(crate) fn service_spec(row: &Row) -> Result<ServiceRuntimeSpec, StoreError> 
     read_service_spec(&row.text("body")?, row.integer("revision")?)
 }
 
+/// A row's `service_id`.
+pub(crate) fn service_id(row: &Row) -> Result<Id, StoreError> {
+    row.id("service_id", "service id")
+}
+
+/// A row of `service_volumes`: `volume_id`, `service_id`.
+pub(crate) fn service_volume(row: &Row) -> Result<(Id, Id), StoreError> {
+    Ok((row.id("volume_id", "volume id")?, row.id("service_id", "service id")?))
+}
+
 /// A designation in column `column`.
 pub(crate) fn designation(row: &Row, column: &str) -> Result<ClusterIngressDesignation, StoreError> {
     read_designation(&row.text(column)?)
@@ -307,6 +317,7 @@ pub(crate) fn projection_head(row: &Row) -> Result<ProjectionHead, StoreError> {
         inputs: row.text("inputs")?,
         retains: row.boolean("retains")?,
         applied: applied_projection(row, &node_id)?,
+        granted: granted_destinations(row)?.into_iter().collect(),
         node_id,
     })
 }

@@ -11,11 +11,13 @@
 
 use super::codec::counter_to_sql;
 use super::sessions::ReportedState;
-use super::sql::{HoldsConnection, Statement};
-use super::{SqlStore, StoreError, rows};
+use super::sql::{HoldsConnection, Statement, rows_by_ids};
+use super::{FactScope, SqlStore, StoreError, rows};
+use crate::contract::reader::compare_bytes;
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
+use std::collections::BTreeSet;
 
 /// The latest reported state of one head assignment generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,79 +57,114 @@ pub struct StatusFacts {
 /// Persistence of service runtime statuses.
 #[async_trait]
 pub trait ServiceStatusStore: Send + Sync {
-    /// The reported head states and current sessions of the cluster's nodes.
-    async fn status_facts(&self, cluster_id: &Id) -> Result<StatusFacts, StoreError>;
+    /// The reported states of the head assignments of the scope's services, and the current
+    /// sessions of the nodes those heads are on (every node for the whole cluster).
+    async fn status_facts(&self, cluster_id: &Id, scope: &FactScope) -> Result<StatusFacts, StoreError>;
 
-    /// Records `verdicts` where they differ from the stored ones (their `changed_at` is then the
-    /// time of the change; an unchanged verdict keeps its stored time), forgets the statuses of services not among them (deleted), and answers every
-    /// recorded status of the cluster, sorted by service id.
+    /// Records `verdicts` (of services of `scope`) where they differ from the stored ones (their
+    /// `changed_at` is then the time of the change; an unchanged verdict keeps its stored time),
+    /// forgets the statuses of the scope's services not among them (deleted), and answers every
+    /// recorded status of the scope, sorted by service id.
     async fn record_statuses(
         &self,
         cluster_id: &Id,
+        scope: &FactScope,
         verdicts: &[RecordedStatus],
     ) -> Result<Vec<RecordedStatus>, StoreError>;
+
+    /// The recorded statuses of the scope's services, sorted by service id.
+    async fn recorded_statuses(&self, cluster_id: &Id, scope: &FactScope) -> Result<Vec<RecordedStatus>, StoreError>;
+
+    /// The services of the cluster whose recorded verdict names one of `reasons`.
+    async fn services_with_reasons(&self, cluster_id: &Id, reasons: &[&str]) -> Result<BTreeSet<Id>, StoreError>;
 }
 
-/// The recorded statuses of the cluster, sorted by service id.
+/// The recorded statuses of the scope's services, sorted by service id.
 async fn recorded_statuses(
     on: &mut impl HoldsConnection,
-    bytewise: &str,
     cluster_id: &Id,
+    scope: &FactScope,
 ) -> Result<Vec<RecordedStatus>, StoreError> {
-    Statement::composed(format!(
-        "SELECT service_id, spec_revision, state, reason, changed_at FROM service_runtime_statuses \
-         WHERE cluster_id = $1 ORDER BY service_id{bytewise}"
-    ))
-    .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(rows::recorded_status)
-    .collect()
+    let sql = "SELECT service_id, spec_revision, state, reason, changed_at FROM service_runtime_statuses \
+               WHERE cluster_id = $1";
+    let rows = match scope {
+        FactScope::Cluster => Statement::new(sql).text(cluster_id.as_str()).fetch_all(on).await?,
+        FactScope::Services(ids) => {
+            let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
+            rows_by_ids(on, cluster_id, &format!("{sql} AND {{ids}}"), "service_id", &ids).await?
+        }
+    };
+    let mut recorded = rows.iter().map(rows::recorded_status).collect::<Result<Vec<_>, _>>()?;
+    recorded.sort_by(|left, right| compare_bytes(left.service_id.as_str(), right.service_id.as_str()));
+    Ok(recorded)
 }
 
 #[async_trait]
 impl ServiceStatusStore for SqlStore {
-    async fn status_facts(&self, cluster_id: &Id) -> Result<StatusFacts, StoreError> {
-        let bytewise = self.pool.backend().bytewise();
+    async fn status_facts(&self, cluster_id: &Id, scope: &FactScope) -> Result<StatusFacts, StoreError> {
         let mut connection = self.pool.connection().await?;
-        let head_states = Statement::composed(format!(
-            // The head's state by a probe of the heads' key per state row, never a plain join
-            // (see `sql::head_record`).
-            "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation, s.reported_at \
+        // The head's state by a probe of the heads' key per state row, never a plain join
+        // (see `sql::head_record`).
+        let states_sql = "SELECT s.assignment_id, s.generation, s.state, s.session_id, s.session_generation, \
+                 s.reported_at \
              FROM runtime_assignment_states s \
              WHERE s.cluster_id = $1 AND s.generation = (SELECT h.generation FROM runtime_assignment_heads h \
-               WHERE h.cluster_id = s.cluster_id AND h.assignment_id = s.assignment_id) \
-             ORDER BY s.assignment_id{bytewise}"
-        ))
-        .text(cluster_id.as_str())
-        .fetch_all(&mut connection)
-        .await?
-        .iter()
-        .map(rows::head_state)
-        .collect::<Result<Vec<_>, _>>()?;
-        let sessions = Statement::composed(format!(
-            "SELECT node_id, generation, session_id, controller_kind, controller_id, runtime_namespace \
+               WHERE h.cluster_id = s.cluster_id AND h.assignment_id = s.assignment_id)";
+        let sessions_sql = "SELECT node_id, generation, session_id, controller_kind, controller_id, runtime_namespace \
              FROM runtime_sessions s WHERE cluster_id = $1 AND generation = \
-               (SELECT MAX(generation) FROM runtime_sessions c WHERE c.cluster_id = s.cluster_id AND c.node_id = s.node_id) \
-             ORDER BY node_id{bytewise}"
-        ))
-        .text(cluster_id.as_str())
-        .fetch_all(&mut connection)
-        .await?
-        .iter()
-        .map(|row| rows::current_session(cluster_id, row))
-        .collect::<Result<Vec<_>, _>>()?;
+               (SELECT MAX(generation) FROM runtime_sessions c WHERE c.cluster_id = s.cluster_id AND c.node_id = s.node_id)";
+        let (state_rows, session_rows) = match scope {
+            FactScope::Cluster => (
+                Statement::new(states_sql).text(cluster_id.as_str()).fetch_all(&mut connection).await?,
+                Statement::new(sessions_sql).text(cluster_id.as_str()).fetch_all(&mut connection).await?,
+            ),
+            FactScope::Services(ids) => {
+                let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
+                let of_heads = |column: &str| {
+                    format!(
+                        "{column} IN (SELECT h.{column} FROM runtime_assignment_heads h \
+                           WHERE h.cluster_id = $1 AND {{ids}})"
+                    )
+                };
+                (
+                    rows_by_ids(
+                        &mut connection,
+                        cluster_id,
+                        &format!("{states_sql} AND s.{}", of_heads("assignment_id")),
+                        "h.service_id",
+                        &ids,
+                    )
+                    .await?,
+                    rows_by_ids(
+                        &mut connection,
+                        cluster_id,
+                        &format!("{sessions_sql} AND s.{}", of_heads("node_id")),
+                        "h.service_id",
+                        &ids,
+                    )
+                    .await?,
+                )
+            }
+        };
+        let mut head_states = state_rows.iter().map(rows::head_state).collect::<Result<Vec<_>, _>>()?;
+        head_states.sort_by(|left: &HeadState, right| {
+            compare_bytes(left.assignment_id.as_str(), right.assignment_id.as_str())
+        });
+        head_states.dedup_by(|later, earlier| later.assignment_id == earlier.assignment_id);
+        let mut sessions =
+            session_rows.iter().map(|row| rows::current_session(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
+        sessions.sort_by(|left, right| compare_bytes(left.0.as_str(), right.0.as_str()));
+        sessions.dedup_by(|later, earlier| later.0 == earlier.0);
         Ok(StatusFacts { head_states, sessions })
     }
 
     async fn record_statuses(
         &self,
         cluster_id: &Id,
+        scope: &FactScope,
         verdicts: &[RecordedStatus],
     ) -> Result<Vec<RecordedStatus>, StoreError> {
-        let bytewise = self.pool.backend().bytewise();
-        let before = recorded_statuses(&mut self.pool.connection().await?, bytewise, cluster_id).await?;
+        let before = recorded_statuses(&mut self.pool.connection().await?, cluster_id, scope).await?;
         let changed: Vec<&RecordedStatus> =
             verdicts.iter().filter(|verdict| !before.iter().any(|recorded| same_verdict(recorded, verdict))).collect();
         let forgotten: Vec<&RecordedStatus> = before
@@ -165,9 +202,25 @@ impl ServiceStatusStore for SqlStore {
                 .execute(&mut transaction)
                 .await?;
         }
-        let after = recorded_statuses(&mut transaction, bytewise, cluster_id).await?;
+        let after = recorded_statuses(&mut transaction, cluster_id, scope).await?;
         transaction.commit().await?;
         Ok(after)
+    }
+
+    async fn recorded_statuses(&self, cluster_id: &Id, scope: &FactScope) -> Result<Vec<RecordedStatus>, StoreError> {
+        recorded_statuses(&mut self.pool.connection().await?, cluster_id, scope).await
+    }
+
+    async fn services_with_reasons(&self, cluster_id: &Id, reasons: &[&str]) -> Result<BTreeSet<Id>, StoreError> {
+        let rows = rows_by_ids(
+            &mut self.pool.connection().await?,
+            cluster_id,
+            "SELECT service_id FROM service_runtime_statuses WHERE cluster_id = $1 AND {ids}",
+            "reason",
+            reasons,
+        )
+        .await?;
+        rows.iter().map(rows::service_id).collect()
     }
 }
 

@@ -21,19 +21,22 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster};
-use super::network::{LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Statement, Transaction, head_record, placeholder_rows};
-use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on};
-use super::{SqlStore, StoreError, rows};
+use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster, nodes_by_ids};
+use super::network::{LeaseSet, LeaseWriter, TransactionLeases};
+use super::sql::{HoldsConnection, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
+use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on, service_claim_heads_on};
+use super::{FactScope, SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
-use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease};
+use crate::contract::network::RuntimeNetworkAddressPlan;
+use crate::contract::reader::compare_bytes;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId};
 use async_trait::async_trait;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A stored assignment generation: the signed record and whether it is its node's current one
 /// (the head's generation and active).
@@ -80,37 +83,66 @@ impl AssignmentHeads {
                 Err(unreadable) => heads.unreadable.push(unreadable),
             }
         }
+        heads.sort();
         Ok(heads)
+    }
+
+    /// Sorts both lists by assignment id (bytewise), the order the lookups rely on.
+    fn sort(&mut self) {
+        self.readable
+            .sort_by(|left, right| compare_bytes(left.signed.payload.id.as_str(), right.signed.payload.id.as_str()));
+        self.unreadable.sort_by(|left, right| compare_bytes(left.reference.id.as_str(), right.reference.id.as_str()));
+    }
+
+    /// The readable head of `id` (a binary search: the lists are sorted by id).
+    pub fn get(&self, id: &Id) -> Option<&StoredAssignment> {
+        let index =
+            self.readable.binary_search_by(|head| compare_bytes(head.signed.payload.id.as_str(), id.as_str())).ok()?;
+        Some(&self.readable[index])
+    }
+
+    /// The unreadable head of `id`.
+    pub fn get_unreadable(&self, id: &Id) -> Option<&UnreadableHead> {
+        let index =
+            self.unreadable.binary_search_by(|head| compare_bytes(head.reference.id.as_str(), id.as_str())).ok()?;
+        Some(&self.unreadable[index])
     }
 
     /// The `{ id, generation, digest }` of the head of `id`, readable or not.
     pub fn reference(&self, id: &Id) -> Option<AuthorityReference> {
-        self.readable
-            .iter()
-            .find(|head| head.signed.payload.id == *id)
+        self.get(id)
             .map(|head| head.signed.payload.reference())
-            .or_else(|| self.unreadable.iter().find(|head| head.reference.id == *id).map(|head| head.reference.clone()))
+            .or_else(|| self.get_unreadable(id).map(|head| head.reference.clone()))
     }
 }
 
-/// What a reconcile reads about one cluster.
+/// What a reconcile reads about one cluster, for the services of its [`FactScope`].
 #[derive(Debug, Clone)]
 pub struct AssignmentFacts {
+    /// The services these facts cover: `services`, `heads` and `claims` hold theirs only, and
+    /// `nodes` the nodes their specs place them on.
+    pub scope: FactScope,
     /// The cluster, if it exists.
     pub cluster: Option<StoredCluster>,
-    /// Its nodes, sorted by id.
+    /// The nodes (of the scope's placements, or every node), sorted by id.
     pub nodes: Vec<StoredNode>,
-    /// The current spec of every service that is not deleted, sorted by service id.
+    /// The current spec of every service of the scope that is not deleted, sorted by service id.
     pub services: Vec<ServiceRuntimeSpec>,
+    /// For every volume id a spec of `services` declares, the services of the cluster whose
+    /// current spec declares it (`service_volumes`).
+    pub volume_declarers: BTreeMap<Id, BTreeSet<Id>>,
     /// The cluster's current Pallet ingress designation.
     pub designation: Option<ClusterIngressDesignation>,
-    /// The head generation of every assignment of the cluster (active or not), sorted by id.
+    /// The head generation of every assignment of the scope's services (active or not), sorted
+    /// by id.
     pub heads: AssignmentHeads,
     /// The cluster's current address plan, if it has one.
     pub plan: Option<RuntimeNetworkAddressPlan>,
-    /// The cluster's live leases, sorted by id.
-    pub leases: Vec<RuntimeNetworkLease>,
-    /// The head generation of every runtime local storage claim of the cluster, sorted by id.
+    /// Every live lease of the cluster (whatever the scope), sorted by id: shared, kept in process
+    /// under the cluster's lease set tag.
+    pub leases: LeaseSet,
+    /// The head generation of every runtime local storage claim of the scope's services, sorted
+    /// by id.
     pub claims: ClaimHeads,
 }
 
@@ -166,11 +198,26 @@ pub trait SessionStore: Send + Sync {
         node_id: &NodeId,
     ) -> Result<Option<RuntimeSessionReference>, StoreError>;
 
-    /// The facts a reconcile of the cluster decides from, read without a lock.
-    async fn assignment_facts(&self, cluster_id: &Id) -> Result<AssignmentFacts, StoreError>;
+    /// The facts a reconcile of `scope` decides from, read without a lock.
+    async fn assignment_facts(&self, cluster_id: &Id, scope: &FactScope) -> Result<AssignmentFacts, StoreError>;
 
-    /// A write transaction that holds the cluster's lock, with the facts read under it.
-    async fn lock_assignments(&self, cluster_id: &Id) -> Result<Box<dyn LockedAssignments>, StoreError>;
+    /// A write transaction that holds the cluster's lock, with the facts of `scope` read under it.
+    async fn lock_assignments(
+        &self,
+        cluster_id: &Id,
+        scope: &FactScope,
+    ) -> Result<Box<dyn LockedAssignments>, StoreError>;
+
+    /// The services of the cluster whose current spec declares a volume id that one of
+    /// `service_ids`' current specs declares (`service_ids` among them when they declare any).
+    async fn services_sharing_volumes(
+        &self,
+        cluster_id: &Id,
+        service_ids: &BTreeSet<Id>,
+    ) -> Result<BTreeSet<Id>, StoreError>;
+
+    /// The services with an assignment head or a claim head on the node.
+    async fn services_on_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<BTreeSet<Id>, StoreError>;
 
     /// The node's current assignment set (active heads on the node), sorted by id.
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError>;
@@ -262,12 +309,15 @@ const CLUSTER_FACTS: &str = "SELECT \
        EXISTS (SELECT 1 FROM runtime_local_storage_claim_heads h WHERE h.cluster_id = c.id) AS claims \
      FROM clusters c WHERE c.id = $1";
 
-/// Reads the facts of a reconcile; `lock` takes the cluster's lock first (inside a write
-/// transaction). The live leases and the claim heads are read only when the cluster has any.
+/// Reads the facts of a reconcile of `scope`; `lock` takes the cluster's lock first (inside a
+/// write transaction). The live leases and the claim heads are read only when the cluster has
+/// any. A scope of services reads each by key or index: the services' specs, the nodes their
+/// placements name, their heads and claim heads, and the declarers of their volume ids.
 async fn read_facts(
     on: &mut impl HoldsConnection,
     backend: Backend,
     cluster_id: &Id,
+    scope: &FactScope,
     lock: bool,
 ) -> Result<AssignmentFacts, StoreError> {
     let cluster = if lock {
@@ -287,37 +337,93 @@ async fn read_facts(
         .map(|row| rows::cluster_facts(&row))
         .transpose()?
         .unwrap_or_default();
-    let nodes = cluster_nodes(on, backend, cluster_id).await?;
+    let bytewise = backend.bytewise();
     // Each current spec by one probe of the revisions' key (never a join planned from statistics,
     // `sql::head_record`; its revision is the service row's own).
-    let services = Statement::composed(format!(
-        "SELECT (SELECT r.body FROM service_spec_revisions r \
+    let services_sql = "SELECT (SELECT r.body FROM service_spec_revisions r \
                  WHERE r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
                    AND r.revision = s.current_revision) AS body, \
                 s.current_revision AS revision \
-         FROM services s WHERE s.cluster_id = $1 AND NOT s.deleted ORDER BY s.service_id{}",
-        backend.bytewise()
-    ))
-    .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(rows::service_spec)
-    .collect::<Result<Vec<_>, _>>()?;
-    let heads = AssignmentHeads::from_rows(
-        &Statement::composed(format!(
-            "{} WHERE h.cluster_id = $1 ORDER BY h.assignment_id{}",
-            heads(backend),
-            backend.bytewise()
-        ))
-        .text(cluster_id.as_str())
-        .fetch_all(on)
-        .await?,
-    )?;
-    let leases = if facts.live_leases { super::network::live_leases_on(on, cluster_id).await? } else { Vec::new() };
-    let claims = if facts.claims { claim_heads_on(on, backend, cluster_id).await? } else { ClaimHeads::default() };
+         FROM services s WHERE s.cluster_id = $1 AND NOT s.deleted";
+    let heads_sql = format!("{} WHERE h.cluster_id = $1", heads(backend));
+    let (service_rows, head_rows) = match scope {
+        FactScope::Cluster => (
+            Statement::composed(format!("{services_sql} ORDER BY s.service_id{bytewise}"))
+                .text(cluster_id.as_str())
+                .fetch_all(on)
+                .await?,
+            Statement::composed(format!("{heads_sql} ORDER BY h.assignment_id{bytewise}"))
+                .text(cluster_id.as_str())
+                .fetch_all(on)
+                .await?,
+        ),
+        FactScope::Services(ids) => {
+            let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
+            (
+                rows_by_ids(on, cluster_id, &format!("{services_sql} AND {{ids}}"), "s.service_id", &ids).await?,
+                rows_by_ids(on, cluster_id, &format!("{heads_sql} AND {{ids}}"), "h.service_id", &ids).await?,
+            )
+        }
+    };
+    let mut services = service_rows.iter().map(rows::service_spec).collect::<Result<Vec<_>, _>>()?;
+    services.sort_by(|left, right| compare_bytes(left.body.service_id.as_str(), right.body.service_id.as_str()));
+    let heads = AssignmentHeads::from_rows(&head_rows)?;
+    let (nodes, declarer_rows) = match scope {
+        FactScope::Cluster => (
+            cluster_nodes(on, backend, cluster_id).await?,
+            Statement::new("SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1")
+                .text(cluster_id.as_str())
+                .fetch_all(on)
+                .await?,
+        ),
+        FactScope::Services(_) => {
+            let node_ids: BTreeSet<&str> =
+                services.iter().flat_map(|spec| spec.body.placement.node_ids.iter().map(NodeId::as_str)).collect();
+            let node_ids: Vec<&str> = node_ids.into_iter().collect();
+            let volume_ids: BTreeSet<&str> =
+                services.iter().flat_map(|spec| spec.body.volumes.iter().map(|volume| volume.id.as_str())).collect();
+            let volume_ids: Vec<&str> = volume_ids.into_iter().collect();
+            (
+                nodes_by_ids(on, cluster_id, &node_ids).await?,
+                rows_by_ids(
+                    on,
+                    cluster_id,
+                    "SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1 AND {ids}",
+                    "volume_id",
+                    &volume_ids,
+                )
+                .await?,
+            )
+        }
+    };
+    let mut volume_declarers: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+    for row in &declarer_rows {
+        let (volume_id, service_id) = rows::service_volume(row)?;
+        volume_declarers.entry(volume_id).or_default().insert(service_id);
+    }
+    let leases =
+        if facts.live_leases { super::network::live_lease_set_on(on, cluster_id).await? } else { Arc::default() };
+    let claims = match (facts.claims, scope) {
+        (false, _) => ClaimHeads::default(),
+        (true, FactScope::Cluster) => claim_heads_on(on, backend, cluster_id).await?,
+        (true, FactScope::Services(ids)) => {
+            let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
+            service_claim_heads_on(on, backend, cluster_id, &ids).await?
+        }
+    };
     let (designation, plan) = (facts.designation, facts.plan);
-    Ok(AssignmentFacts { cluster, nodes, services, designation, heads, plan, leases, claims })
+    Ok(AssignmentFacts {
+        scope: scope.clone(),
+        cluster,
+        nodes,
+        services,
+        volume_declarers,
+        designation,
+        heads,
+        plan,
+        leases,
+        claims,
+    })
 }
 
 /// A cluster's facts beside its row ([`CLUSTER_FACTS`]); all absent for a cluster that does not
@@ -641,14 +747,51 @@ impl SessionStore for SqlStore {
         current_session_on(&mut self.pool.connection().await?, cluster_id, node_id).await
     }
 
-    async fn assignment_facts(&self, cluster_id: &Id) -> Result<AssignmentFacts, StoreError> {
-        read_facts(&mut self.pool.connection().await?, self.pool.backend(), cluster_id, false).await
+    async fn assignment_facts(&self, cluster_id: &Id, scope: &FactScope) -> Result<AssignmentFacts, StoreError> {
+        read_facts(&mut self.pool.connection().await?, self.pool.backend(), cluster_id, scope, false).await
     }
 
-    async fn lock_assignments(&self, cluster_id: &Id) -> Result<Box<dyn LockedAssignments>, StoreError> {
+    async fn lock_assignments(
+        &self,
+        cluster_id: &Id,
+        scope: &FactScope,
+    ) -> Result<Box<dyn LockedAssignments>, StoreError> {
         let mut transaction = self.pool.begin_write().await?;
-        let facts = read_facts(&mut transaction, self.pool.backend(), cluster_id, true).await?;
+        let facts = read_facts(&mut transaction, self.pool.backend(), cluster_id, scope, true).await?;
         Ok(Box::new(LockedSqlAssignments { transaction, cluster_id: cluster_id.clone(), facts }))
+    }
+
+    async fn services_sharing_volumes(
+        &self,
+        cluster_id: &Id,
+        service_ids: &BTreeSet<Id>,
+    ) -> Result<BTreeSet<Id>, StoreError> {
+        let ids: Vec<&str> = service_ids.iter().map(Id::as_str).collect();
+        let rows = rows_by_ids(
+            &mut self.pool.connection().await?,
+            cluster_id,
+            "SELECT DISTINCT o.service_id FROM service_volumes v \
+             JOIN service_volumes o ON o.cluster_id = v.cluster_id AND o.volume_id = v.volume_id \
+             WHERE v.cluster_id = $1 AND {ids}",
+            "v.service_id",
+            &ids,
+        )
+        .await?;
+        rows.iter().map(rows::service_id).collect()
+    }
+
+    async fn services_on_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<BTreeSet<Id>, StoreError> {
+        Statement::new(
+            "SELECT service_id FROM runtime_assignment_heads WHERE cluster_id = $1 AND node_id = $2 \
+             UNION SELECT service_id FROM runtime_local_storage_claim_heads WHERE cluster_id = $1 AND node_id = $2",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .fetch_all(&mut self.pool.connection().await?)
+        .await?
+        .iter()
+        .map(rows::service_id)
+        .collect()
     }
 
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError> {

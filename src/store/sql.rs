@@ -431,6 +431,35 @@ pub(crate) fn placeholder_rows(rows: usize, columns: usize, lead: &str, tail: &s
         .join(", ")
 }
 
+/// Most ids one statement of a scoped read names (`IN (VALUES …)`, one parameter each).
+const IDS_PER_STATEMENT: usize = 512;
+
+/// `column IN (VALUES ($2), ($3), …)` for `count` ids after the cluster id.
+fn in_ids(column: &str, count: usize) -> String {
+    format!("{column} IN (VALUES {})", placeholder_rows(count, 1, "", ""))
+}
+
+/// Runs `sql` (a statement whose `$1` is the cluster id and whose `{ids}` is replaced by an
+/// [`in_ids`] list) once per [`IDS_PER_STATEMENT`] of `ids`, answering every row.
+pub(crate) async fn rows_by_ids(
+    on: &mut impl HoldsConnection,
+    cluster_id: &crate::contract::Id,
+    sql: &str,
+    column: &str,
+    ids: &[&str],
+) -> Result<Vec<super::sql::Row>, StoreError> {
+    let mut rows = Vec::new();
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        let mut statement =
+            Statement::composed(sql.replace("{ids}", &in_ids(column, chunk.len()))).text(cluster_id.as_str());
+        for id in chunk {
+            statement = statement.text(id);
+        }
+        rows.extend(statement.fetch_all(on).await?);
+    }
+    Ok(rows)
+}
+
 /// The store operation a statement performs, as a bounded metric label: its verb and the table
 /// (or first common table expression) it works on, lowercase — `select clusters`,
 /// `insert designation_generations`, `update node_sessions`, `delete registrations`,

@@ -19,6 +19,7 @@ use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
 use super::sql::{HoldsConnection, Statement, head_record};
 use super::{SqlStore, StoreError, rows};
+use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::storage_claim::RuntimeLocalStorageClaim;
 use crate::contract::{AuthorityReference, Id, NodeId};
@@ -110,19 +111,31 @@ impl ClaimHeads {
                 Err(unreadable) => heads.unreadable.push(unreadable),
             }
         }
+        heads.sort();
         Ok(heads)
     }
 
-    /// The readable head of `id`.
+    /// Sorts both lists by claim id (bytewise), the order the lookups rely on.
+    fn sort(&mut self) {
+        self.readable
+            .sort_by(|left, right| compare_bytes(left.signed.payload.id.as_str(), right.signed.payload.id.as_str()));
+        self.unreadable.sort_by(|left, right| compare_bytes(left.reference.id.as_str(), right.reference.id.as_str()));
+    }
+
+    /// The readable head of `id` (a binary search: the lists are sorted by id).
     pub fn get(&self, id: &Id) -> Option<&StoredClaim> {
-        self.readable.iter().find(|head| head.signed.payload.id == *id)
+        let index =
+            self.readable.binary_search_by(|head| compare_bytes(head.signed.payload.id.as_str(), id.as_str())).ok()?;
+        Some(&self.readable[index])
     }
 
     /// The `{ id, generation, digest }` of the head of `id`, readable or not.
     pub fn reference(&self, id: &Id) -> Option<AuthorityReference> {
-        self.get(id)
-            .map(|head| head.signed.payload.reference())
-            .or_else(|| self.unreadable.iter().find(|head| head.reference.id == *id).map(|head| head.reference.clone()))
+        self.get(id).map(|head| head.signed.payload.reference()).or_else(|| {
+            let index =
+                self.unreadable.binary_search_by(|head| compare_bytes(head.reference.id.as_str(), id.as_str())).ok()?;
+            Some(self.unreadable[index].reference.clone())
+        })
     }
 }
 
@@ -245,6 +258,24 @@ pub(crate) async fn claim_heads_on(
         .fetch_all(on)
         .await?,
     )
+}
+
+/// The claim heads of these services, on `on`, sorted by claim id.
+pub(crate) async fn service_claim_heads_on(
+    on: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+    service_ids: &[&str],
+) -> Result<ClaimHeads, StoreError> {
+    let rows = super::sql::rows_by_ids(
+        on,
+        cluster_id,
+        &format!("{} WHERE h.cluster_id = $1 AND {{ids}}", heads(backend)),
+        "h.service_id",
+        service_ids,
+    )
+    .await?;
+    ClaimHeads::from_rows(&rows)
 }
 
 /// Checks that the changes fit the heads they were decided from: a new generation links its

@@ -163,11 +163,45 @@ impl TestService {
             .unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
     }
 
+    /// Ends the story: once every background reconcile has run, a full pass over every cluster
+    /// finds nothing to correct (every change was reconciled as it was written); then the server
+    /// stops and the database is dropped.
     pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            assert_full_pass_finds_nothing(&server.state.controller).await;
+            server.stop().await.unwrap();
+        }
+        self.database.drop_now().await;
+    }
+
+    /// Ends a story that breaks the store or the keys on purpose, so a full pass would find what
+    /// the story broke: the server stops and the database is dropped.
+    pub async fn stop_unchecked(mut self) {
         if let Some(server) = self.server.take() {
             server.stop().await.unwrap();
         }
         self.database.drop_now().await;
+    }
+}
+
+/// Asserts that a full pass over every cluster of the controller's store would correct nothing.
+/// Work still in flight (a background reconcile, a claim answer being recorded) is awaited: the
+/// check looks again for up to two seconds, and only the incremental paths can make a finding go
+/// away, since the check itself changes nothing.
+pub async fn assert_full_pass_finds_nothing(controller: &Controller) {
+    let clusters = controller.store.list_clusters().await.expect("list the clusters");
+    for cluster in clusters {
+        let cluster_id = cluster.cluster.id;
+        let mut found = Default::default();
+        for _ in 0..20 {
+            controller.all_assignments_settled().await;
+            found = controller.pending_corrections(&cluster_id).await.expect("a full pass reads the cluster");
+            if found == Default::default() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(found, Default::default(), "a full pass of cluster {cluster_id} would correct this");
     }
 }
 

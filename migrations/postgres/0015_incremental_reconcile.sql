@@ -1,0 +1,30 @@
+-- Cloudly store, PostgreSQL: what a write that touches a few services reads by key or by index
+-- instead of scanning its cluster.
+
+-- A service's assignment heads and claim heads.
+CREATE INDEX runtime_assignment_heads_by_service ON runtime_assignment_heads (cluster_id, service_id);
+CREATE INDEX runtime_local_storage_claim_heads_by_service
+    ON runtime_local_storage_claim_heads (cluster_id, service_id);
+
+-- The services whose recorded verdict names a reason (the refused and waiting ones).
+CREATE INDEX service_runtime_statuses_by_reason
+    ON service_runtime_statuses (cluster_id, reason) WHERE reason IS NOT NULL;
+
+-- The volume ids each service's current spec declares (none for a deleted service), written with
+-- the spec: who else declares a volume id is a lookup, not a scan of every spec.
+CREATE TABLE service_volumes (
+    cluster_id TEXT NOT NULL,
+    volume_id  TEXT NOT NULL,
+    service_id TEXT NOT NULL,
+    PRIMARY KEY (cluster_id, volume_id, service_id),
+    FOREIGN KEY (cluster_id, service_id) REFERENCES services (cluster_id, service_id)
+);
+CREATE INDEX service_volumes_by_service ON service_volumes (cluster_id, service_id);
+
+INSERT INTO service_volumes (cluster_id, volume_id, service_id)
+SELECT DISTINCT s.cluster_id, v.value ->> 'id', s.service_id
+  FROM services s
+  JOIN service_spec_revisions r
+    ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision
+ CROSS JOIN LATERAL jsonb_array_elements(r.body::jsonb -> 'volumes') AS v(value)
+ WHERE NOT s.deleted;
