@@ -26,19 +26,18 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 use support::bench::{
-    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, PgbenchRun, cluster_body, command_line, commit_and_state,
-    database_statements, node_body, peak_rss_mib, percentile_ms, pgbench, report_main, reset_peak_rss, write_section,
+    Admin, BenchResult, ConnectedNode, PGBENCH_CAS, PGBENCH_TABLE, PgbenchRun, cluster_body, connect_nodes,
+    database_statements, logged_claim_answers, peak_rss_mib, percentile_ms, pgbench, reset_peak_rss, results_heading,
+    section_main, unix_micros,
 };
-use support::database::{TestDatabase, pg_admin_url};
-use support::node_agent::{NodeAgent, NodeVolumes};
+use support::database::TestDatabase;
 use support::process::{Scratch, Serving, start_with};
 
 /// Nodes of the cluster, each with a connected node agent.
@@ -47,8 +46,6 @@ const NODES: usize = 200;
 const PUT_CLIENTS: usize = 8;
 /// Services put one at a time before and after the concurrent phase.
 const SERIAL_SERVICES: usize = 40;
-/// Requests in flight while the nodes are created and connected.
-const SEED_CONCURRENCY: usize = 16;
 /// The cluster.
 const CLUSTER: &str = "claims";
 /// How long the bench waits for every claim of a phase to be pushed and its answer recorded.
@@ -66,12 +63,6 @@ fn pgbench_seconds() -> u64 {
     std::env::var("CLOUDLY_BENCH_SECONDS").ok().and_then(|text| text.parse().ok()).unwrap_or(4)
 }
 
-/// Microseconds since the Unix epoch (the server stamps `issuedAt` and `answeredAt` with the same
-/// clock, in milliseconds).
-fn unix_micros(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as u64)
-}
-
 // ---------------------------------------------------------------------------------------------
 // The cluster, built over the wire.
 
@@ -80,39 +71,14 @@ fn node_name(index: usize) -> String {
 }
 
 /// One node: its agent (kept so the socket stays open) and what it received.
-struct Node {
-    _agent: NodeAgent,
-    volumes: Arc<NodeVolumes>,
-}
+type Node = ConnectedNode;
 
 /// Creates the organization, the cluster and its [`NODES`] nodes, and connects an agent for each
 /// with an open session.
 async fn build_cluster(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Vec<Node>> {
     admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
     admin.call("putCluster", cluster_body(CLUSTER)).await?;
-    let nodes = futures_util::stream::iter(0..NODES)
-        .map(|index| {
-            let admin = admin.clone();
-            let base_url = base_url.to_owned();
-            async move { connect_node(&admin, &base_url, &node_name(index)).await }
-        })
-        .buffered(SEED_CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    nodes.into_iter().collect()
-}
-
-/// Creates `node` with a fresh credential, connects its agent and opens its session.
-async fn connect_node(admin: &Admin, base_url: &str, node: &str) -> BenchResult<Node> {
-    let created = admin.call("putClusterNode", node_body(CLUSTER, node, true)).await?;
-    let bearer = created["bearer"].as_str().ok_or_else(|| format!("putClusterNode {node}: no bearer: {created}"))?;
-    let volumes = NodeVolumes::new();
-    let agent = NodeAgent::connect_holding(base_url, volumes.clone()).await;
-    agent
-        .call("openRuntimeSession", json!({ "clusterId": CLUSTER, "nodeId": node, "bearer": bearer }))
-        .await
-        .map_err(|error| format!("openRuntimeSession {node}: {} {}", error.text, error.data))?;
-    Ok(Node { _agent: agent, volumes })
+    connect_nodes(admin, base_url, CLUSTER, (0..NODES).map(node_name)).await
 }
 
 /// Service `svc-<index>`: one replica on node `index mod NODES`, one empty node-local volume
@@ -347,16 +313,8 @@ async fn await_stored(server: &Serving, total: usize) -> BenchResult<HashMap<Str
     let deadline = Instant::now() + ACK_DEADLINE;
     loop {
         let mut stored = HashMap::new();
-        for line in server.log().lines() {
-            let Ok(event) = serde_json::from_str::<Value>(line) else { continue };
-            if event["message"] != "claim answer recorded" {
-                continue;
-            }
-            let (Some(claim), Some(at)) = (event["claim"].as_str(), event["timestamp"].as_str()) else {
-                return Err(format!("a claim answer log line without claim or time: {line}"));
-            };
-            let at = rfc3339_micros(at).ok_or_else(|| format!("a log time that does not read: {line}"))?;
-            if stored.insert(claim.to_owned(), at).is_some() {
+        for (claim, _generation, at) in logged_claim_answers(&server.log())? {
+            if stored.insert(claim.clone(), at).is_some() {
                 return Err(format!("the answer of claim {claim} was recorded twice"));
             }
         }
@@ -368,27 +326,6 @@ async fn await_stored(server: &Serving, total: usize) -> BenchResult<HashMap<Str
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Microseconds since the Unix epoch of a UTC RFC 3339 time (`2026-12-04T15:18:48.123456Z`).
-fn rfc3339_micros(text: &str) -> Option<u64> {
-    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
-    let mut date = date.splitn(3, '-').map(|part| part.parse::<i64>().ok());
-    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
-    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
-    let mut clock = clock.splitn(3, ':').map(|part| part.parse::<i64>().ok());
-    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
-    let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(6).collect();
-    let micros: i64 = digits.parse().ok()?;
-    // Days since 1970-01-01 of a proleptic Gregorian date (years counted from March).
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
-    u64::try_from(seconds * 1_000_000 + micros).ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -438,18 +375,13 @@ fn stretch(name: &str, sorted_micros: &[u64]) -> String {
 }
 
 fn render(report: &Report, uptime_before: &str) -> String {
-    let (commit, dirty) = commit_and_state();
-    let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
     let cas = &report.cas;
     let mut text = format!(
-        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench claims` (PostgreSQL \
-         {postgres} on this machine, {} CPUs; `uptime` before the run: `{uptime_before}`). Claims/s = claims \
-         of the phase ÷ (last ack stored − first put sent); ratio = claims/s ÷ pgbench cas tps at \
-         {PUT_CLIENTS} clients ({:.0} tps, p50 {:.2} ms, p99 {:.2} ms, {} s).\n\n\
+        "{}. Claims/s = claims of the phase ÷ (last ack stored − first put sent); ratio = claims/s ÷ pgbench \
+         cas tps at {PUT_CLIENTS} clients ({:.0} tps, p50 {:.2} ms, p99 {:.2} ms, {} s).\n\n\
          | phase | put clients | claims | claims pushed + acked/s | ratio to pgbench cas | peak RSS MiB |\n\
          | --- | ---: | ---: | ---: | ---: | ---: |\n",
-        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        std::thread::available_parallelism().map_or(0, |cores| cores.get()),
+        results_heading("claims", uptime_before),
         cas.per_second(),
         cas.p50_ms,
         cas.p99_ms,
@@ -484,11 +416,5 @@ fn render(report: &Report, uptime_before: &str) -> String {
 }
 
 fn main() -> ExitCode {
-    let uptime_before = command_line("uptime", &[]);
-    report_main(
-        "claims",
-        run,
-        |report| render(report, &uptime_before),
-        |section| write_section(BEGIN_MARKER, END_MARKER, HEADING, section),
-    )
+    section_main("claims", (BEGIN_MARKER, END_MARKER, HEADING), run, render)
 }

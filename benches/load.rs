@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::bench::{
     Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, cluster_body, command_line, commit_and_state, database_statements,
-    load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss,
+    load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss, seed_all,
 };
 use support::database::{TestDatabase, pg_admin_url};
 use support::ingress::{connect_relay_with_bearer_at, register, registration, run_ingress_replica};
@@ -52,8 +52,6 @@ const INGRESS_NODES: usize = 8;
 const WIDE: &str = "wide";
 /// The cluster of the nodes table's designations (as many nodes as `wide`).
 const DEEP: &str = "deep";
-/// Concurrent requests while seeding.
-const SEED_CONCURRENCY: usize = 16;
 const BEGIN_MARKER: &str = "<!-- load-report:begin -->";
 const END_MARKER: &str = "<!-- load-report:end -->";
 
@@ -160,26 +158,6 @@ fn ingress_spec(cluster: &str, nodes: &[String]) -> Value {
 
 fn plan_body(cluster: &str) -> Value {
     json!({ "plan": support::service::seed_plan(cluster, 1) })
-}
-
-/// Sends `requests` (method, request) with [`SEED_CONCURRENCY`] in flight.
-async fn seed_all(admin: &Arc<Admin>, requests: Vec<(&'static str, Value)>) -> BenchResult<()> {
-    let queue = Arc::new(std::sync::Mutex::new(requests.into_iter()));
-    let mut tasks = Vec::new();
-    for _ in 0..SEED_CONCURRENCY {
-        let (admin, queue) = (admin.clone(), queue.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let next = queue.lock().unwrap().next();
-                let Some((method, request)) = next else { return Ok::<_, String>(()) };
-                admin.call(method, request).await?;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.map_err(|error| format!("a seeding task panicked: {error}"))??;
-    }
-    Ok(())
 }
 
 /// Clusters `c<from>`..`c<to - 1>`; `with_service` adds nodes `node-1`, `node-2` and a service

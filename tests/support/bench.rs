@@ -1,13 +1,17 @@
-//! Helpers of the report benchmarks (`benches/load.rs`, `benches/claims.rs`): percentiles of
-//! latencies, pgbench on the bench's own database, the machine's load and facts, and the
-//! rewrite of one marked section of `docs/benchmarks.md`.
+//! Helpers of the report benchmarks (`benches/load.rs`, `benches/claims.rs`,
+//! `benches/cluster_scale.rs`): seeding over the wire, node agents with open sessions, percentiles
+//! of latencies, pgbench on the bench's own database, the server's log and `/metrics`, the
+//! machine's load and facts, and the rewrite of one marked section of `docs/benchmarks.md`.
 
 use super::database::{Backend, TestDatabase};
+use super::node_agent::{NodeAgent, NodeVolumes};
 use super::process::Scratch;
 use cloudly::client::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A bench step's outcome: any refused or failed request ends the run with its message.
 pub type BenchResult<T> = Result<T, String>;
@@ -24,6 +28,71 @@ impl Admin {
         request["identity"] = self.identity.clone();
         self.client.call(method, request).await.map_err(|error| format!("{method}: {error:?}"))
     }
+}
+
+/// Requests in flight while a bench seeds its world ([`seed_all`], connecting nodes).
+pub const SEED_CONCURRENCY: usize = 16;
+
+/// Sends `requests` (method, request) with [`SEED_CONCURRENCY`] in flight; any refusal fails.
+pub async fn seed_all(admin: &Arc<Admin>, requests: Vec<(&'static str, Value)>) -> BenchResult<()> {
+    let queue = Arc::new(Mutex::new(requests.into_iter()));
+    let mut tasks = Vec::new();
+    for _ in 0..SEED_CONCURRENCY {
+        let (admin, queue) = (admin.clone(), queue.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let next = queue.lock().unwrap().next();
+                let Some((method, request)) = next else { return Ok::<_, String>(()) };
+                admin.call(method, request).await?;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|error| format!("a seeding task panicked: {error}"))??;
+    }
+    Ok(())
+}
+
+/// A node with a connected test agent (kept so its socket stays open), what the agent holds and
+/// received, and the node's open session.
+pub struct ConnectedNode {
+    pub agent: NodeAgent,
+    pub volumes: Arc<NodeVolumes>,
+    pub session: Value,
+}
+
+/// Creates (or updates) `node` of `cluster` with a fresh credential, connects an agent to the
+/// controller at `base_url` that answers claim pushes as an honest node does, and opens its session.
+pub async fn connect_node(admin: &Admin, base_url: &str, cluster: &str, node: &str) -> BenchResult<ConnectedNode> {
+    let created = admin.call("putClusterNode", node_body(cluster, node, true)).await?;
+    let bearer = created["bearer"].as_str().ok_or_else(|| format!("putClusterNode {node}: no bearer: {created}"))?;
+    let volumes = NodeVolumes::new();
+    let agent = NodeAgent::connect_holding(base_url, volumes.clone()).await;
+    let opened = agent
+        .call("openRuntimeSession", json!({ "clusterId": cluster, "nodeId": node, "bearer": bearer }))
+        .await
+        .map_err(|error| format!("openRuntimeSession {node}: {} {}", error.text, error.data))?;
+    Ok(ConnectedNode { agent, volumes, session: opened["session"].clone() })
+}
+
+/// [`connect_node`] for each of `nodes` of `cluster`, [`SEED_CONCURRENCY`] at a time; answers them
+/// in the order of `nodes`.
+pub async fn connect_nodes(
+    admin: &Arc<Admin>,
+    base_url: &str,
+    cluster: &str,
+    nodes: impl IntoIterator<Item = String>,
+) -> BenchResult<Vec<ConnectedNode>> {
+    use futures_util::StreamExt as _;
+    let connected = futures_util::stream::iter(nodes)
+        .map(|node| {
+            let (admin, base_url, cluster) = (admin.clone(), base_url.to_owned(), cluster.to_owned());
+            async move { connect_node(&admin, &base_url, &cluster, &node).await }
+        })
+        .buffered(SEED_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    connected.into_iter().collect()
 }
 
 /// `putCluster` of a new cluster `cluster` of organization `org` (pallet generation 3).
@@ -186,6 +255,116 @@ pub fn peak_rss_mib(pid: u32) -> Option<f64> {
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// Microseconds since the Unix epoch (the server stamps `issuedAt` and `answeredAt` with the same
+/// clock, in milliseconds).
+pub fn unix_micros(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_micros() as u64)
+}
+
+/// Microseconds since the Unix epoch of a UTC RFC 3339 time (`2026-12-04T15:18:48.123456Z`).
+pub fn rfc3339_micros(text: &str) -> Option<u64> {
+    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(|part| part.parse::<i64>().ok());
+    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
+    let mut clock = clock.splitn(3, ':').map(|part| part.parse::<i64>().ok());
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(6).collect();
+    let micros: i64 = digits.parse().ok()?;
+    // Days since 1970-01-01 of a proleptic Gregorian date (years counted from March).
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    u64::try_from(seconds * 1_000_000 + micros).ok()
+}
+
+/// Every `claim answer recorded` line of a JSON server log (the server writes one once a node's
+/// answer is stored; it needs `cloudly::domain::storage_claims=info`), in order: (claim id,
+/// generation, the line's time in microseconds since the Unix epoch).
+pub fn logged_claim_answers(log: &str) -> BenchResult<Vec<(String, u64, u64)>> {
+    let mut answers = Vec::new();
+    for line in log.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else { continue };
+        if event["message"] != "claim answer recorded" {
+            continue;
+        }
+        let (Some(claim), Some(generation), Some(at)) =
+            (event["claim"].as_str(), event["generation"].as_u64(), event["timestamp"].as_str())
+        else {
+            return Err(format!("a claim answer log line without claim, generation or time: {line}"));
+        };
+        let at = rfc3339_micros(at).ok_or_else(|| format!("a log time that does not read: {line}"))?;
+        answers.push((claim.to_owned(), generation, at));
+    }
+    Ok(answers)
+}
+
+/// `GET /metrics` of the server at `base_url`: the Prometheus text.
+pub async fn scrape_metrics(base_url: &str) -> BenchResult<String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response =
+        reqwest::get(format!("{base_url}/metrics")).await.map_err(|error| format!("GET /metrics: {error}"))?;
+    if !response.status().is_success() {
+        return Err(format!("GET /metrics answered {}", response.status()));
+    }
+    response.text().await.map_err(|error| format!("GET /metrics: {error}"))
+}
+
+/// The samples of the metric `name` in a Prometheus text: (labels as rendered, `{…}` or empty,
+/// value); none when the server does not expose it (or has recorded nothing of it yet).
+pub fn metric_samples(text: &str, name: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (sample, value) = line.rsplit_once(' ')?;
+            let labels = sample.strip_prefix(name)?;
+            (labels.is_empty() || labels.starts_with('{')).then(|| Some((labels.to_owned(), value.parse().ok()?)))?
+        })
+        .collect()
+}
+
+/// The sum of the samples of the metric `name`, `None` when it has none.
+pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
+    let samples = metric_samples(text, name);
+    (!samples.is_empty()).then(|| samples.iter().map(|(_, value)| value).sum())
+}
+
+/// The first lines of a report section: `### Results — <date> (commit …)`, then `Generated by
+/// `cargo bench --bench <name>` (PostgreSQL <version> on this machine, <n> CPUs; `uptime` before
+/// the run: `…`)`, without a full stop (the caller goes on).
+pub fn results_heading(name: &str, uptime_before: &str) -> String {
+    let (commit, dirty) = commit_and_state();
+    let postgres = command_line("psql", &[&super::database::pg_admin_url(), "-Atqc", "show server_version"]);
+    format!(
+        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench {name}` (PostgreSQL \
+         {postgres} on this machine, {} CPUs; `uptime` before the run: `{uptime_before}`)",
+        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        std::thread::available_parallelism().map_or(0, |cores| cores.get()),
+    )
+}
+
+/// The `main` of the report bench `name` whose section stands between the markers `begin` and
+/// `end` of `docs/benchmarks.md` (appended under `heading` when they are missing): [`report_main`],
+/// with `render` given the report and `uptime` as it was before the run.
+pub fn section_main<Report>(
+    name: &str,
+    (begin, end, heading): (&str, &str, &str),
+    run: impl AsyncFnOnce(&TestDatabase, &Scratch) -> BenchResult<Report>,
+    render: impl FnOnce(&Report, &str) -> String,
+) -> ExitCode {
+    let uptime_before = command_line("uptime", &[]);
+    report_main(
+        name,
+        run,
+        |report| render(report, &uptime_before),
+        |section| write_section(begin, end, heading, section),
+    )
 }
 
 /// The `main` of the report bench `name`: started without `--bench` (as `cargo test --benches`
