@@ -583,6 +583,12 @@ impl AssignmentReconciler {
     /// statements, the leases of the scope's services following their assignments. The nodes of
     /// issued claims are signalled at once (`claims`).
     async fn reconcile_locked(&self, cluster_id: &Id, scope: &FactScope) -> Result<Reconciled, DomainError> {
+        self.reconcile(cluster_id, scope, *scope == FactScope::Cluster).await
+    }
+
+    /// [`Self::reconcile_locked`]; with `all_leases` the leases of the scope's services follow
+    /// their assignments even when no assignment changes (a full pass correcting a lease).
+    async fn reconcile(&self, cluster_id: &Id, scope: &FactScope, all_leases: bool) -> Result<Reconciled, DomainError> {
         let key = self.signing.current()?;
         let mut locked = self.store.lock_assignments(cluster_id, scope).await?;
         let facts = locked.facts();
@@ -603,8 +609,7 @@ impl AssignmentReconciler {
         // read under this lock, and applying assignments changes neither). A reconcile that
         // changes no assignment still lets them follow when it was asked for the whole cluster
         // (a plan written lets waiting assignments get their leases).
-        let leases_follow =
-            (facts.plan.is_some() || !facts.leases.is_empty()) && (!changes.is_empty() || *scope == FactScope::Cluster);
+        let leases_follow = (facts.plan.is_some() || !facts.leases.is_empty()) && (!changes.is_empty() || all_leases);
         if claims.is_empty() && changes.is_empty() && !leases_follow {
             locked.rollback().await?;
             return Ok(Reconciled::default());
@@ -711,60 +716,82 @@ impl AssignmentReconciler {
         }
     }
 
-    /// What a full pass would change now, from facts read without a lock: assignment changes,
-    /// claim generations, lease changes, nodes whose projection inputs moved and services whose
-    /// verdict differs from the recorded one.
-    async fn detect(&self, cluster_id: &Id) -> Result<Corrections, DomainError> {
+    /// What a full pass would change now, found from facts read without a lock: the services
+    /// whose assignments, claims or leases the facts call for otherwise, the nodes whose
+    /// projection inputs moved, and the services whose recorded verdict is not the judged one.
+    async fn detect(&self, cluster_id: &Id) -> Result<Findings, DomainError> {
         let scope = FactScope::Cluster;
         let facts = self.store.assignment_facts(cluster_id, &scope).await?;
-        let mut found = Corrections::default();
+        let mut found = Findings::default();
         if facts.cluster.is_none() {
             return Ok(found);
         }
-        found.claims = planned_claims(&facts, &self.controller).len();
-        found.assignments = planned_changes(&facts, &self.controller).len();
-        if found.claims == 0 && found.assignments == 0 && (facts.plan.is_some() || !facts.leases.is_empty()) {
-            found.leases = super::network::planned_lease_changes(&facts);
+        found.services.extend(planned_claims(&facts, &self.controller).into_iter().map(|claim| claim.service_id));
+        for change in planned_changes(&facts, &self.controller) {
+            let service = match change {
+                PlannedChange::Issue(draft) => Some(draft.service_id),
+                PlannedChange::SetActive { id, .. } => facts
+                    .heads
+                    .get(&id)
+                    .map(|head| head.signed.payload.service_id.clone())
+                    .or_else(|| facts.heads.get_unreadable(&id).map(|head| head.service_id.clone())),
+            };
+            found.services.extend(service);
         }
-        found.projections = self.projections.affected(cluster_id).await?;
+        if facts.plan.is_some() || !facts.leases.is_empty() {
+            found.services.extend(super::network::planned_lease_services(&facts));
+        }
+        found.nodes = self.projections.affected(cluster_id).await?;
         let status = self.store.status_facts(cluster_id, &scope).await?;
         let recorded = self.store.recorded_statuses(cluster_id, &scope).await?;
-        found.services = status_differences(&judge_services(&facts, &status, &self.controller), &recorded);
-        found.statuses = found.services.len();
+        found.statuses =
+            status_differences(&judge_services(&facts, &status, &self.controller), &recorded).into_iter().collect();
         Ok(found)
     }
 
     /// One full pass over the cluster (anti-entropy): what a reconcile of the whole cluster, an
     /// issue of every node's projection and a judgement of every service would change. In a
     /// cluster whose every change was reconciled as it was written it finds nothing, holds no
-    /// lock and writes nothing. What it finds is checked again after `grace` (a write whose own
-    /// reconcile is still in flight is not a correction) and then made: each change it makes is
-    /// a correction — a bug in the incremental path, or a change whose reconcile failed — counted
-    /// (`cloudly_reconcile_corrections_total{kind}`) and logged with what differed.
+    /// lock and writes nothing. A finding is looked for again after `grace`, and only what is
+    /// found both times is corrected (a write whose own reconcile was in flight is not a
+    /// correction): the services found are reconciled, the nodes found issued, the verdicts found
+    /// recorded. Each change that correction makes is a bug in the incremental path or a change
+    /// whose reconcile failed, counted (`cloudly_reconcile_corrections_total{kind}`) and logged
+    /// with what differed.
     pub async fn full_pass(&self, cluster_id: &Id, grace: Duration) -> Result<Corrections, DomainError> {
-        if self.detect(cluster_id).await?.is_empty() {
+        let first = self.detect(cluster_id).await?;
+        if first.is_empty() {
             return Ok(Corrections::default());
         }
         tokio::time::sleep(grace).await;
+        let found = first.both(&self.detect(cluster_id).await?);
         let mut corrections = Corrections::default();
-        let reconciled = self.reconcile_locked(cluster_id, &FactScope::Cluster).await?;
-        self.lock_owed().remove(cluster_id);
-        corrections.assignments = reconciled.assignment_changes;
-        corrections.claims = reconciled.claim_changes;
-        corrections.leases = reconciled.lease_changes;
-        self.push_assignments_changed(cluster_id, reconciled.nodes).await;
-        corrections.projections = self.projections.issue(cluster_id, &IssueScope::All).await?.len();
-        let scope = FactScope::Cluster;
-        let facts = self.store.assignment_facts(cluster_id, &scope).await?;
-        let status = self.store.status_facts(cluster_id, &scope).await?;
-        let recorded = self.store.recorded_statuses(cluster_id, &scope).await?;
-        let verdicts = judge_services(&facts, &status, &self.controller);
-        corrections.services = status_differences(&verdicts, &recorded);
-        corrections.statuses = corrections.services.len();
-        if corrections.statuses > 0 {
-            let verdicts = recorded_verdicts(verdicts, self.clock.now_ms());
-            self.store.record_statuses(cluster_id, &scope, &verdicts).await?;
+        if !found.services.is_empty() {
+            let scope = FactScope::Services(found.services.clone());
+            let reconciled = self.reconcile(cluster_id, &scope, true).await?;
+            corrections.assignments = reconciled.assignment_changes;
+            corrections.claims = reconciled.claim_changes;
+            corrections.leases = reconciled.lease_changes;
+            self.push_assignments_changed(cluster_id, reconciled.nodes).await;
         }
+        if !found.nodes.is_empty() {
+            let scope = IssueScope::Some { nodes: found.nodes.clone(), services: BTreeSet::new() };
+            corrections.projections = self.projections.issue(cluster_id, &scope).await?.len();
+        }
+        if !found.statuses.is_empty() {
+            let scope = FactScope::Services(found.statuses.clone());
+            let facts = self.store.assignment_facts(cluster_id, &scope).await?;
+            let status = self.store.status_facts(cluster_id, &scope).await?;
+            let recorded = self.store.recorded_statuses(cluster_id, &scope).await?;
+            let verdicts = judge_services(&facts, &status, &self.controller);
+            corrections.services = status_differences(&verdicts, &recorded);
+            corrections.statuses = corrections.services.len();
+            if corrections.statuses > 0 {
+                let verdicts = recorded_verdicts(verdicts, self.clock.now_ms());
+                self.store.record_statuses(cluster_id, &scope, &verdicts).await?;
+            }
+        }
+        self.lock_owed().remove(cluster_id);
         for (kind, count) in corrections.by_kind() {
             if count > 0 {
                 metrics::counter!("cloudly_reconcile_corrections_total", "kind" => kind).increment(count as u64);
@@ -778,7 +805,8 @@ impl AssignmentReconciler {
                 leases = corrections.leases,
                 projections = corrections.projections,
                 statuses = corrections.statuses,
-                services = ?corrections.services.iter().take(16).map(Id::as_str).collect::<Vec<_>>(),
+                services = ?found.services.iter().chain(&found.statuses).take(16).map(Id::as_str).collect::<Vec<_>>(),
+                nodes = ?found.nodes.iter().take(16).map(NodeId::as_str).collect::<Vec<_>>(),
                 "full pass corrected what the incremental reconcile left"
             );
         }
@@ -786,7 +814,34 @@ impl AssignmentReconciler {
     }
 }
 
-/// What a full pass found and changed, by kind.
+/// What a full pass finds from facts read without a lock.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Findings {
+    /// Services whose assignments, claims or leases the facts call for otherwise.
+    pub services: BTreeSet<Id>,
+    /// Nodes whose projection inputs moved (or that applied a head that retains something).
+    pub nodes: BTreeSet<NodeId>,
+    /// Services whose recorded verdict is not the one judged now.
+    pub statuses: BTreeSet<Id>,
+}
+
+impl Findings {
+    /// True when nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty() && self.nodes.is_empty() && self.statuses.is_empty()
+    }
+
+    /// What both findings hold.
+    fn both(&self, other: &Findings) -> Findings {
+        Findings {
+            services: self.services.intersection(&other.services).cloned().collect(),
+            nodes: self.nodes.intersection(&other.nodes).cloned().collect(),
+            statuses: self.statuses.intersection(&other.statuses).cloned().collect(),
+        }
+    }
+}
+
+/// What a full pass changed, by kind.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Corrections {
     /// Assignment changes (new generations, set entries and exits).
@@ -795,16 +850,16 @@ pub struct Corrections {
     pub claims: usize,
     /// Lease changes.
     pub leases: usize,
-    /// Nodes whose projection was issued (or, detected, whose inputs moved).
+    /// Nodes whose projection was issued.
     pub projections: usize,
     /// Services whose recorded verdict was not the judged one.
     pub statuses: usize,
-    /// Those services (for the log).
+    /// Those services.
     pub services: Vec<Id>,
 }
 
 impl Corrections {
-    /// True when nothing was (or would be) changed.
+    /// True when nothing was changed.
     pub fn is_empty(&self) -> bool {
         self.by_kind().iter().all(|(_, count)| *count == 0)
     }
@@ -879,7 +934,7 @@ impl Controller {
 
     /// What a full pass over the cluster would correct now, found without a lock and changing
     /// nothing (`AssignmentReconciler::full_pass` makes it).
-    pub async fn pending_corrections(&self, cluster_id: &Id) -> Result<Corrections, DomainError> {
+    pub async fn pending_corrections(&self, cluster_id: &Id) -> Result<Findings, DomainError> {
         self.reconciler.detect(cluster_id).await
     }
 

@@ -371,9 +371,9 @@ pub async fn leases_follow_assignments(
     Ok(followed(&facts.leases, &changes))
 }
 
-/// How many lease changes the assignments of `facts` (read without a lock, for the whole
-/// cluster) call for as they stand: what a full pass would correct. Pure.
-pub fn planned_lease_changes(facts: &AssignmentFacts) -> usize {
+/// The services whose leases the assignments of `facts` (read without a lock, for the whole
+/// cluster) call for otherwise as they stand: what a full pass would correct. Pure.
+pub fn planned_lease_services(facts: &AssignmentFacts) -> BTreeSet<Id> {
     let holders = facts
         .heads
         .readable
@@ -389,11 +389,11 @@ pub fn planned_lease_changes(facts: &AssignmentFacts) -> usize {
     let lease_facts =
         LeaseFacts { scope: facts.scope.clone(), plan: facts.plan.clone(), holders, leases: facts.leases.clone() };
     let mut next = 0u64;
-    plan_lease_changes(&lease_facts, || {
+    let changes = plan_lease_changes(&lease_facts, || {
         next += 1;
         Id::parse(&format!("lease-planned-{next}")).expect("a planned lease id is an id")
-    })
-    .len()
+    });
+    followed(&facts.leases, &changes).services
 }
 
 impl Controller {

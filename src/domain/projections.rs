@@ -697,11 +697,11 @@ impl ProjectionIssuer {
         }
     }
 
-    /// How many nodes of the cluster an issue of every node would rebuild now (their inputs
-    /// moved, or they applied a head that retains something), from facts read without a lock.
-    pub async fn affected(&self, cluster_id: &Id) -> Result<usize, DomainError> {
+    /// The nodes of the cluster an issue of every node would rebuild now (their inputs moved, or
+    /// they applied a head that retains something), from facts read without a lock.
+    pub async fn affected(&self, cluster_id: &Id) -> Result<BTreeSet<NodeId>, DomainError> {
         let facts = self.store.projection_facts(cluster_id, None).await?;
-        Ok(affected_nodes(&facts, &self.controller).len())
+        Ok(affected_nodes(&facts, &self.controller).into_iter().map(|inputs| inputs.node_id).collect())
     }
 
     fn lock_owed(&self) -> std::sync::MutexGuard<'_, BTreeSet<Id>> {
