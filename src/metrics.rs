@@ -116,6 +116,11 @@ pub const METRICS: &[Metric] = &[
         Kind::Counter,
         "Requests on /typedsocket by method and outcome (ok or the error code).",
     ),
+    metric(
+        "cloudly_socket_requests_waited_total",
+        Kind::Counter,
+        "Requests of node sessions on /typedsocket that waited for a request permit (up to 2 s) instead of being shed at once.",
+    ),
     metric("cloudly_sockets_open", Kind::Gauge, "WebSockets on /typedsocket open now."),
     metric("cloudly_sockets_refused_total", Kind::Counter, "WebSocket upgrades refused because every place was taken."),
     metric(

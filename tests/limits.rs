@@ -332,6 +332,72 @@ async fn socket_requests_take_permits_of_the_request_pool() {
     service.stop().await;
 }
 
+/// Holds the one permit of a `concurrent_requests: 1` service: a socket without a session sends
+/// `designateClusterIngress` (expecting `expected`) while the cluster row is locked from another
+/// connection, so it waits for the lock holding the permit. Answers the lock's connection and the
+/// designation's task, once HTTP requests are shed (the permit is held).
+async fn hold_the_permit(
+    service: &TestService,
+    mutation: &str,
+    expected: Value,
+) -> (sqlx::PgConnection, tokio::task::JoinHandle<Value>) {
+    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let holder = NodeAgent::connect(service).await;
+    let mut designation = designation_request("c1", "ingress", mutation, 1, expected);
+    designation["identity"] = service.admin();
+    // Shed while a probe below holds the permit, the designation tries again.
+    let held = tokio::spawn(async move {
+        loop {
+            match holder.call("designateClusterIngress", designation.clone()).await {
+                Err(error) if error.code() == "overloaded" => tokio::time::sleep(Duration::from_millis(20)).await,
+                answer => return answer.expect("the designation is answered")["designation"].clone(),
+            }
+        }
+    });
+    let started = tokio::time::Instant::now();
+    while admin_list_status(service).await != 503 {
+        assert!(started.elapsed() < WAIT, "the designation holds no permit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (lock, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_sessions_socket_requests_wait_briefly_for_a_permit() {
+    let limits = Limits { concurrent_requests: 1, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+
+    // The permit is held for 300 ms: the node's request waits for it rather than being shed.
+    let (mut lock, held) = hold_the_permit(&service, "m1", Value::Null).await;
+    let asked = tokio::spawn({
+        let request = json!({ "session": session.clone() });
+        async move { (node.call("getRuntimeAssignments", request).await, node) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    let (answer, node) = asked.await.unwrap();
+    assert!(answer.expect("the node's request waited for the permit")["assignments"].is_array());
+    let first = held.await.unwrap();
+
+    // Held longer than a request waits (`SESSION_REQUEST_WAIT`): the waiting request is shed.
+    let (mut lock, held) = hold_the_permit(&service, "m2", support::service::reference_of(&first)).await;
+    let started = tokio::time::Instant::now();
+    let shed =
+        node.call("getRuntimeAssignments", json!({ "session": session })).await.expect_err("shed after the wait");
+    assert_eq!(shed.code(), "overloaded");
+    assert!(started.elapsed() >= cloudly::api::limits::SESSION_REQUEST_WAIT - Duration::from_millis(100));
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    held.await.unwrap();
+    drop(node);
+    service.stop().await;
+}
+
 /// A raw WebSocket to the service.
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
 

@@ -246,16 +246,43 @@ pub(crate) fn take_socket_slot(state: &AppState) -> Option<SocketSlot> {
     permit.map(SocketSlot)
 }
 
-/// A permit of the request pool for one socket request, or the answer frame that sheds it:
-/// `overloaded` with `retryAfterMs` (`registerClusterIngress`: its `not-ready` refusal, since its
-/// errors are its own).
-pub(crate) fn admit_socket_request(
-    state: &AppState,
-    envelope: &RequestEnvelope,
-) -> Result<OwnedSemaphorePermit, Message> {
-    if let Some(permit) = Pool::Requests.take(&state.admission) {
-        return Ok(permit);
+/// How long a request on a socket with an open node session waits for a permit of the request
+/// pool before it is shed: a change that reaches every node makes them all fetch at once, and a
+/// short wait serves them in order where shedding would make each retry a second later.
+pub const SESSION_REQUEST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How many requests of one socket wait for a permit at once; more are shed at once. A socket
+/// without a node session never waits.
+pub const SESSION_REQUESTS_WAITING: usize = 4;
+
+/// What a socket request gets from the request pool.
+pub(crate) enum SocketAdmission {
+    /// A permit, now.
+    Admitted(OwnedSemaphorePermit),
+    /// None free now: the request may wait up to [`SESSION_REQUEST_WAIT`] on this pool.
+    Wait(Arc<Semaphore>),
+    /// Shed: the answer frame.
+    Shed(Message),
+}
+
+/// A permit of the request pool for one socket request; when none is free, the pool to wait on
+/// if `may_wait` (a node session's request, within [`SESSION_REQUESTS_WAITING`]), else the answer
+/// frame that sheds it ([`shed_socket_request`]).
+pub(crate) fn admit_socket_request(state: &AppState, envelope: &RequestEnvelope, may_wait: bool) -> SocketAdmission {
+    if let Ok(permit) = state.admission.requests.clone().try_acquire_owned() {
+        return SocketAdmission::Admitted(permit);
     }
+    if may_wait {
+        metrics::counter!("cloudly_socket_requests_waited_total").increment(1);
+        return SocketAdmission::Wait(state.admission.requests.clone());
+    }
+    metrics::counter!("cloudly_requests_shed_total", "pool" => Pool::Requests.label()).increment(1);
+    SocketAdmission::Shed(shed_socket_request(state, envelope))
+}
+
+/// The answer frame that sheds a socket request: `overloaded` with `retryAfterMs`
+/// (`registerClusterIngress`: its `not-ready` refusal, since its errors are its own).
+pub(crate) fn shed_socket_request(state: &AppState, envelope: &RequestEnvelope) -> Message {
     let method = super::methods::find(&envelope.method);
     let error = match method {
         Some(method) if matches!(method.principal, Principal::Registration(_)) => method.timed_out(&state.controller),
@@ -265,7 +292,7 @@ pub(crate) fn admit_socket_request(
     metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => error.code().to_owned())
         .increment(1);
     let answer = answer_envelope(&envelope.method, envelope.correlation.clone(), Err(error));
-    Err(Message::Text(answer.to_string().into()))
+    Message::Text(answer.to_string().into())
 }
 
 /// Resolves when a socket opened now has had [`Limits::socket_session_deadline`] to open its node

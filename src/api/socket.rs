@@ -15,6 +15,7 @@
 
 use super::envelope::{self, Frame};
 use super::error::ApiError;
+use super::limits::SocketAdmission;
 use super::methods::{self, Transport};
 use super::{AppState, answer_envelope};
 use crate::contract::session::RuntimeSessionReference;
@@ -25,6 +26,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_
 use axum::response::Response;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
@@ -40,6 +42,8 @@ pub struct NodeSocket {
     link_id: u64,
     commands: mpsc::UnboundedSender<LinkCommand>,
     session: Mutex<Option<RuntimeSessionReference>>,
+    /// Requests of this socket waiting for a permit now (`limits::SESSION_REQUESTS_WAITING`).
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl NodeSocket {
@@ -94,8 +98,13 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
     let (commands_tx, mut commands) = mpsc::unbounded_channel();
     let link_id = state.controller.links.register(commands_tx.clone());
     let (frames_tx, mut frames) = mpsc::unbounded_channel::<Message>();
-    let context =
-        Arc::new(NodeSocket { state: state.clone(), link_id, commands: commands_tx, session: Mutex::new(None) });
+    let context = Arc::new(NodeSocket {
+        state: state.clone(),
+        link_id,
+        commands: commands_tx,
+        session: Mutex::new(None),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
+    });
     let mut pending: HashMap<String, oneshot::Sender<Result<Value, Value>>> = HashMap::new();
     let liveness = state.controller.links.liveness();
     let mut ping =
@@ -201,9 +210,17 @@ fn receive_text(
         }
         Err(envelope::Malformed) => return Some(malformed_frame()),
     };
-    let permit = match super::limits::admit_socket_request(&context.state, &envelope) {
-        Ok(permit) => permit,
-        Err(shed) => return Some(shed),
+    // A node session's request may wait a little for a permit (a fan-out makes every node fetch
+    // at once); a socket without a session, or with enough requests waiting, is shed at once.
+    let may_wait =
+        context.session().is_some() && context.waiting.load(Ordering::SeqCst) < super::limits::SESSION_REQUESTS_WAITING;
+    let permit = match super::limits::admit_socket_request(&context.state, &envelope, may_wait) {
+        SocketAdmission::Admitted(permit) => Ok(permit),
+        SocketAdmission::Wait(pool) => {
+            context.waiting.fetch_add(1, Ordering::SeqCst);
+            Err(pool)
+        }
+        SocketAdmission::Shed(shed) => return Some(shed),
     };
     let context = context.clone();
     let frames = frames.clone();
@@ -212,7 +229,20 @@ fn receive_text(
     let label = methods::find(&envelope.method).map_or("unknown", |method| method.name);
     let span = super::request_span("socket", &super::request_id(&envelope.correlation), principal.as_deref(), label);
     let answer = async move {
-        let _permit = permit;
+        let _permit = match permit {
+            Ok(permit) => permit,
+            Err(pool) => {
+                let waited = tokio::time::timeout(super::limits::SESSION_REQUEST_WAIT, pool.acquire_owned()).await;
+                context.waiting.fetch_sub(1, Ordering::SeqCst);
+                match waited {
+                    Ok(Ok(permit)) => permit,
+                    _ => {
+                        let _ = frames.send(super::limits::shed_socket_request(&context.state, &envelope));
+                        return;
+                    }
+                }
+            }
+        };
         let controller = &context.state.controller;
         let method = methods::find(&envelope.method);
         let timeout = method.map_or(context.state.limits.request_timeout, |method| {

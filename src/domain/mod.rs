@@ -231,6 +231,8 @@ pub struct Controller {
     claims: Arc<storage_claims::ClaimPusher>,
     /// Issues signed runtime network projections (`projections`).
     projections: Arc<projections::ProjectionIssuer>,
+    /// Paces this process's `pushRuntimeChanged` requests (`signals`).
+    push_pacer: signals::PushPacer,
 }
 
 impl Controller {
@@ -292,6 +294,7 @@ impl Controller {
             reconciler,
             claims,
             projections,
+            push_pacer: signals::PushPacer::default(),
             draining: AtomicBool::new(false),
             registration_commit_gate: RwLock::new(None),
         }

@@ -22,6 +22,39 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many `pushRuntimeChanged` requests this process starts per second at most. A change that
+/// touches every node (a plan revision, a designation rotation) would otherwise reach a thousand
+/// sockets at once, and the fetches they start would meet a full request pool; at this pace the
+/// fetches of 1 000 nodes spread over half a second, well within what a controller serves.
+pub const PUSHES_PER_SECOND: u32 = 2_000;
+
+/// Spreads this process's pushes over time: each push takes the next free slot, one every
+/// `1 / PUSHES_PER_SECOND`, so a lone push goes at once and a burst is paced.
+#[derive(Debug)]
+pub struct PushPacer {
+    next: std::sync::Mutex<tokio::time::Instant>,
+    spacing: Duration,
+}
+
+impl Default for PushPacer {
+    fn default() -> Self {
+        PushPacer {
+            next: std::sync::Mutex::new(tokio::time::Instant::now()),
+            spacing: Duration::from_secs(1) / PUSHES_PER_SECOND,
+        }
+    }
+}
+
+impl PushPacer {
+    /// The time the next push may start (now, when the pace allows it).
+    pub fn next_slot(&self) -> tokio::time::Instant {
+        let mut next = self.next.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = (*next).max(tokio::time::Instant::now());
+        *next = slot + self.spacing;
+        slot
+    }
+}
+
 /// The kinds a node is told of after a missed signal: every `pushRuntimeChanged` kind this
 /// controller sends.
 pub const PUSHED_KINDS: [ChangeKind; 2] = [ChangeKind::Assignments, ChangeKind::Projection];
@@ -122,7 +155,11 @@ impl Controller {
         }
         let links = self.links.clone();
         let (cluster_id, node_id) = (cluster_id.clone(), node_id.clone());
+        let slot = self.push_pacer.next_slot();
         tokio::spawn(async move {
+            // A change that touches every node is pushed at a pace the fetches it starts can be
+            // served at, not to every socket at once.
+            tokio::time::sleep_until(slot).await;
             let request = json!({ "kinds": pushed });
             if let Err(error) =
                 links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
@@ -130,5 +167,27 @@ impl Controller {
                 tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lone_push_goes_at_once_and_a_burst_is_paced() {
+        let pacer = PushPacer::default();
+        let start = tokio::time::Instant::now();
+        let slots: Vec<tokio::time::Instant> = (0..4).map(|_| pacer.next_slot()).collect();
+        assert!(slots[0] >= start && slots[0] - start < Duration::from_millis(50));
+        let spacing = Duration::from_secs(1) / PUSHES_PER_SECOND;
+        for pair in slots.windows(2) {
+            assert_eq!(pair[1] - pair[0], spacing);
+        }
+        // Once the burst's slots are past, the next push goes at once again.
+        tokio::time::sleep_until(slots[3] + Duration::from_millis(5)).await;
+        let now = tokio::time::Instant::now();
+        let next = pacer.next_slot();
+        assert!(next >= now && next - now < Duration::from_millis(50));
     }
 }

@@ -390,7 +390,7 @@ enum Pushed {
 struct Pass {
     /// When the worker must look again (a retry), if ever.
     next: Option<Instant>,
-    /// The services of the claims whose recorded state changed.
+    /// The services of the claims whose recorded state changed in a way the plan reads.
     changed: BTreeSet<Id>,
     /// True when the node has no current session on a socket of this process.
     disconnected: bool,
@@ -503,8 +503,9 @@ impl ClaimPusher {
         }
     }
 
-    /// Schedules a reconcile of the services whose claims' recorded state changed: it can let an
-    /// assignment be issued (an `import` volume became `ready`) and moves statuses.
+    /// Schedules a reconcile of the services whose claims' recorded state changed in a way the
+    /// plan reads: it can let an assignment be issued (an `import` volume became `ready`) and
+    /// moves statuses.
     fn states_changed(&self, cluster_id: &Id, services: BTreeSet<Id>) {
         if let Some(reconciler) = self.reconciler.get().and_then(Weak::upgrade) {
             reconciler.schedule(cluster_id, Change::Claims(services));
@@ -658,8 +659,22 @@ impl ClaimPusher {
             }
         }
         tracing::info!(cluster = %cluster_id, claim = %claim.id, generation = claim.generation, status = %answer.status, state = %answer.state, "claim answer recorded");
-        Ok(stored.answer.as_ref().is_none_or(|before| before.state != answer.state))
+        let before = node_state(stored);
+        let historical = response.status == ApplyRuntimeLocalStorageClaimStatus::Historical;
+        Ok(before != Some(response.state) && (historical || state_change_moves_the_plan(claim, before, response.state)))
     }
+}
+
+/// True when a claim's node state going from `before` to `after` can change what the plan calls
+/// for: an `uncertain` claim is held and keeps its service waiting, a `purged` one lets its volume
+/// be bound again, and an `import` volume's service waits until it is `ready`. An `empty` volume
+/// answered `ready` (the common answer) moves nothing: its assignment sealed the claim when it was
+/// issued.
+fn state_change_moves_the_plan(claim: &RuntimeLocalStorageClaim, before: Option<NodeState>, after: NodeState) -> bool {
+    let read_by_the_plan = |state: Option<NodeState>| matches!(state, Some(NodeState::Uncertain | NodeState::Purged));
+    claim.initialization == LocalStorageInitialization::Import
+        || read_by_the_plan(before)
+        || read_by_the_plan(Some(after))
 }
 
 /// The wire spelling of an answer's status (also the stored one).
