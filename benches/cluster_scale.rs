@@ -85,7 +85,7 @@ const FETCH_CLIENTS: usize = 8;
 /// Clients putting the claims batch at once (as `benches/claims.rs`'s concurrent phase).
 const CLAIM_CLIENTS: usize = 8;
 /// The interval of the server's full pass (`CLOUDLY_RECONCILE_FULL_PASS_MS`).
-const FULL_PASS_MS: u64 = 2_000;
+const FULL_PASS_MS: u64 = 10_000;
 /// How long the bench waits for a whole full pass after a checkpoint's writes.
 const FULL_PASS_DEADLINE: Duration = Duration::from_secs(120);
 /// How long the bench waits for claims to be pushed and their answers stored.

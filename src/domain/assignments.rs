@@ -234,8 +234,8 @@ enum PlannedChange {
 /// A head whose record does not read back affects only itself: it leaves its node's set when the
 /// facts no longer call for it, and is replaced by a new generation linking it (by the reference
 /// its head row keeps) when they do.
-fn planned_changes(facts: &AssignmentFacts, controller: &ControllerReference) -> Vec<PlannedChange> {
-    let desired = desired_assignments(facts, &Lookups::of(facts), controller);
+fn planned_changes(facts: &AssignmentFacts, lookups: &Lookups, controller: &ControllerReference) -> Vec<PlannedChange> {
+    let desired = desired_assignments(facts, lookups, controller);
     let heads = &facts.heads;
     // Heads that leave their node's set, listed after the issues and activations.
     let leaving = heads
@@ -285,10 +285,11 @@ fn reads_back(assignment: &RuntimeAssignment) -> bool {
 /// what the facts call for, every new generation digested and signed. Pure but for signing.
 pub fn plan_assignments(
     facts: &AssignmentFacts,
+    lookups: &Lookups,
     controller: &ControllerReference,
     key: &SigningKey,
 ) -> Vec<AssignmentChange> {
-    planned_changes(facts, controller)
+    planned_changes(facts, lookups, controller)
         .into_iter()
         .map(|change| match change {
             PlannedChange::Issue(draft) => AssignmentChange::Issue(Box::new(sign(key, *draft))),
@@ -597,9 +598,10 @@ impl AssignmentReconciler {
         // seal the claims as they are once these are written.
         let (claims, changes) = match facts.cluster {
             Some(_) => {
-                let claims = plan_claims(facts, &self.controller, &key);
+                let lookups = Lookups::of(facts);
+                let claims = plan_claims(facts, &lookups, &self.controller, &key);
                 let facts = with_issued_claims(facts, &claims, issued_at);
-                let changes = plan_assignments(&facts, &self.controller, &key);
+                let changes = plan_assignments(&facts, &lookups, &self.controller, &key);
                 (claims, changes)
             }
             None => (Vec::new(), Vec::new()),
@@ -726,8 +728,10 @@ impl AssignmentReconciler {
         if facts.cluster.is_none() {
             return Ok(found);
         }
-        found.services.extend(planned_claims(&facts, &self.controller).into_iter().map(|claim| claim.service_id));
-        for change in planned_changes(&facts, &self.controller) {
+        let lookups = Lookups::of(&facts);
+        let claims = planned_claims(&facts, &lookups, &self.controller);
+        found.services.extend(claims.into_iter().map(|claim| claim.service_id));
+        for change in planned_changes(&facts, &lookups, &self.controller) {
             let service = match change {
                 PlannedChange::Issue(draft) => Some(draft.service_id),
                 PlannedChange::SetActive { id, .. } => facts

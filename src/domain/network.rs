@@ -41,7 +41,7 @@ use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, LeaseWriter, S
 use crate::store::sessions::AssignmentFacts;
 use crate::store::{FactScope, MissingKind, StoreError};
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// `putRuntimeNetworkAddressPlan`: `{ identity, plan }`, the plan sealed (its digest computed)
@@ -231,12 +231,15 @@ pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> 
     let mut releases = Vec::new();
     let mut moves = Vec::new();
     // Live leases after the decisions, by organization and by (organization, service).
+    // Live leases after the decisions, by organization (few) and, for the scope's services, by
+    // (organization, service): a lease outside the scope costs a comparison or two.
     let mut held_by_organization: BTreeMap<&Id, u64> = BTreeMap::new();
-    let mut held_by_service: BTreeMap<(&Id, &Id), u64> = BTreeMap::new();
+    let mut held_by_service: HashMap<(&Id, &Id), u64> = HashMap::new();
     let mut leased = BTreeSet::new();
-    let mut kept: Vec<&RuntimeNetworkLease> = Vec::new();
+    let mut kept: Vec<&RuntimeNetworkLease> = Vec::with_capacity(facts.leases.len());
     for lease in facts.leases.iter() {
-        if facts.scope.covers(&lease.service_id) {
+        let in_scope = facts.scope.covers(&lease.service_id);
+        if in_scope {
             let keeper = holders.get(&lease.assignment_id).filter(|holder| {
                 holder.organization_id == lease.organization_id
                     && holder.service_id == lease.service_id
@@ -258,9 +261,9 @@ pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> 
                 };
                 moves.push(LeaseChange::Issue(Box::new(moved.with_computed_digest())));
             }
+            *held_by_service.entry((&lease.organization_id, &lease.service_id)).or_default() += 1;
         }
         *held_by_organization.entry(&lease.organization_id).or_default() += 1;
-        *held_by_service.entry((&lease.organization_id, &lease.service_id)).or_default() += 1;
         kept.push(lease);
     }
     let mut changes = releases;

@@ -58,11 +58,12 @@ use crate::contract::reader::compare_bytes;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::signing::{Signed, sign};
 use crate::contract::{AuthorityReference, Id, NodeId, Sha256Digest};
+use crate::store::network::lease_by_id;
 use crate::store::projections::{
     AppliedOutcome, GrantedDestination, IssuedProjection, LockedProjections, ProjectionFacts, ProjectionHead,
     StoredProjection,
 };
-use crate::store::relays::RouteBackend;
+use crate::store::relays::{IngressRoute, RouteBackend};
 use crate::store::{ChangeKind, MissingKind, SharedStore, StoreError};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -139,40 +140,87 @@ impl NodeInputs {
 }
 
 /// The inputs of every node of the facts, in node order. Pure.
+///
+/// One pass over the cluster's live leases finds each read node's leases and the designated
+/// ingress service's leases; a second pass, only when a read node carries an ingress lease, finds
+/// every route target's leases (that node grants to each). A node's grants are those whose source
+/// or destination lease is on it, in grant order, unique.
 pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
     let Some(stored) = &facts.plan else { return Vec::new() };
-    let grants = cluster_grants(facts);
-    let leases: BTreeMap<&str, &RuntimeNetworkLease> =
-        facts.leases.iter().map(|lease| (lease.id.as_str(), lease.as_ref())).collect();
-    // Each node's leases and grants (in grant order), found in one pass over each.
+    let read: BTreeSet<&NodeId> = facts.nodes.iter().map(|node| &node.id).collect();
+    let designation = facts.designation.as_ref();
+    let ingress_service = designation.map(|designation| &designation.ingress_service_id);
     let mut leases_on: BTreeMap<&NodeId, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+    let mut ingress: Vec<&RuntimeNetworkLease> = Vec::new();
     for lease in facts.leases.iter() {
-        leases_on.entry(&lease.node_id).or_default().push(lease);
+        if Some(&lease.service_id) == ingress_service {
+            ingress.push(lease);
+        }
+        if let Some(node) = read.get(&lease.node_id) {
+            leases_on.entry(node).or_default().push(lease);
+        }
     }
-    let mut grants_on: BTreeMap<&NodeId, Vec<&WorkloadIngressGrant>> = BTreeMap::new();
-    for grant in &grants {
-        let node_of = |reference: &AuthorityReference| leases.get(reference.id.as_str()).map(|lease| &lease.node_id);
-        let (source, destination) = (node_of(&grant.source), node_of(&grant.destination));
-        for node in [source, destination.filter(|node| Some(*node) != source)].into_iter().flatten() {
-            grants_on.entry(node).or_default().push(grant);
+    let mut routes_of: BTreeMap<&Id, Vec<&IngressRoute>> = BTreeMap::new();
+    for route in &facts.routes {
+        routes_of.entry(&route.service_id).or_default().push(route);
+    }
+    let mut targets: BTreeMap<&Id, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+    if designation.is_some() && ingress.iter().any(|lease| read.contains(&lease.node_id)) {
+        for lease in facts.leases.iter() {
+            if routes_of.contains_key(&lease.service_id) {
+                targets.entry(&lease.service_id).or_default().push(lease);
+            }
         }
     }
     facts
         .nodes
         .iter()
         .map(|node| {
-            let grants: Vec<WorkloadIngressGrant> = grants_on
-                .get(&node.id)
-                .map(|grants| grants.iter().map(|grant| (*grant).clone()).collect())
-                .unwrap_or_default();
-            let mut endpoint_ids: BTreeSet<&str> =
-                leases_on.get(&node.id).into_iter().flatten().map(|lease| lease.id.as_str()).collect();
-            for grant in &grants {
-                endpoint_ids.insert(grant.source.id.as_str());
-                endpoint_ids.insert(grant.destination.id.as_str());
+            let own: &[&RuntimeNetworkLease] = leases_on.get(&node.id).map_or(&[], Vec::as_slice);
+            let mut grants = Vec::new();
+            if let Some(designation) = designation {
+                let authorization = designation.reference();
+                let grant = |source: &RuntimeNetworkLease, target: &RuntimeNetworkLease, route: &IngressRoute| {
+                    WorkloadIngressGrant {
+                        source: source.reference(),
+                        destination: target.reference(),
+                        protocol: route.protocol,
+                        port: route.port,
+                        authorization: authorization.clone(),
+                    }
+                };
+                for lease in own {
+                    // Granted to, from every ingress lease.
+                    for route in routes_of.get(&lease.service_id).into_iter().flatten() {
+                        for source in ingress.iter().filter(|source| source.id != lease.id) {
+                            grants.push(grant(source, lease, route));
+                        }
+                    }
+                    // Granting, to every route target's lease.
+                    if lease.service_id == designation.ingress_service_id {
+                        for (service, routes) in &routes_of {
+                            for target in
+                                targets.get(service).into_iter().flatten().filter(|target| target.id != lease.id)
+                            {
+                                for route in routes {
+                                    grants.push(grant(lease, target, route));
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            let mut endpoints: Vec<RuntimeNetworkLease> =
-                endpoint_ids.iter().filter_map(|id| leases.get(id).map(|lease| (*lease).clone())).collect();
+            grants.sort_by(WorkloadIngressGrant::order_cmp);
+            grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
+            let mut endpoint_ids: BTreeSet<&Id> = own.iter().map(|lease| &lease.id).collect();
+            for grant in &grants {
+                endpoint_ids.insert(&grant.source.id);
+                endpoint_ids.insert(&grant.destination.id);
+            }
+            let mut endpoints: Vec<RuntimeNetworkLease> = endpoint_ids
+                .into_iter()
+                .filter_map(|id| lease_by_id(&facts.leases, id).map(|lease| lease.as_ref().clone()))
+                .collect();
             endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
             NodeInputs {
                 node_id: node.id.clone(),
@@ -197,54 +245,6 @@ fn host_platform_endpoint_ids(node: &NodeSpec, stored: &crate::store::StoredNetw
     ids.sort_by(|left, right| compare_bytes(left.as_str(), right.as_str()));
     ids.dedup();
     ids
-}
-
-/// Every workload ingress grant of the cluster, in grant order, unique: for every route, from
-/// each lease of the designated ingress service to each other lease of the route's target
-/// service, authorized by the current designation.
-fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
-    let Some(designation) = &facts.designation else { return Vec::new() };
-    let authorization = designation.reference();
-    let by_service = leases_of_services(facts, route_services(facts));
-    let ingress: &[&RuntimeNetworkLease] = by_service.get(&designation.ingress_service_id).map_or(&[], Vec::as_slice);
-    let mut grants = Vec::new();
-    for route in &facts.routes {
-        for target in by_service.get(&route.service_id).into_iter().flatten() {
-            for source in ingress.iter().filter(|source| source.id != target.id) {
-                grants.push(WorkloadIngressGrant {
-                    source: source.reference(),
-                    destination: target.reference(),
-                    protocol: route.protocol,
-                    port: route.port,
-                    authorization: authorization.clone(),
-                });
-            }
-        }
-    }
-    grants.sort_by(WorkloadIngressGrant::order_cmp);
-    grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
-    grants
-}
-
-/// The services grants are drawn between: every route's target and the designated ingress.
-fn route_services(facts: &ProjectionFacts) -> BTreeSet<&Id> {
-    let mut services: BTreeSet<&Id> = facts.routes.iter().map(|route| &route.service_id).collect();
-    services.extend(facts.designation.as_ref().map(|designation| &designation.ingress_service_id));
-    services
-}
-
-/// The live leases of each of `services`, in lease order: one pass over the cluster's leases.
-fn leases_of_services<'a>(
-    facts: &'a ProjectionFacts,
-    services: BTreeSet<&Id>,
-) -> BTreeMap<&'a Id, Vec<&'a RuntimeNetworkLease>> {
-    let mut by_service: BTreeMap<&Id, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
-    for lease in facts.leases.iter() {
-        if services.contains(&lease.service_id) {
-            by_service.entry(&lease.service_id).or_default().push(lease);
-        }
-    }
-    by_service
 }
 
 /// Which nodes an issue looks at.
@@ -420,25 +420,23 @@ pub fn next_projection(
 /// The backends of every route: each live lease of the route's target service whose grant (its
 /// id, the route's protocol and port) is in `granted`. Sorted. Pure.
 pub fn judge_route_backends(facts: &ProjectionFacts, granted: &BTreeSet<GrantedDestination>) -> Vec<RouteBackend> {
-    let mut backends: Vec<RouteBackend> = facts
-        .routes
-        .iter()
-        .flat_map(|route| {
-            facts
-                .leases
-                .iter()
-                .filter(|lease| {
-                    lease.service_id == route.service_id
-                        && granted.contains(&(lease.id.clone(), route.protocol, route.port))
-                })
-                .map(|lease| RouteBackend {
+    let mut routes_of: BTreeMap<&Id, Vec<&IngressRoute>> = BTreeMap::new();
+    for route in &facts.routes {
+        routes_of.entry(&route.service_id).or_default().push(route);
+    }
+    let mut backends: Vec<RouteBackend> = Vec::new();
+    for lease in facts.leases.iter() {
+        for route in routes_of.get(&lease.service_id).into_iter().flatten() {
+            if granted.contains(&(lease.id.clone(), route.protocol, route.port)) {
+                backends.push(RouteBackend {
                     hostname: route.hostname.clone(),
                     lease_id: lease.id.clone(),
                     address: lease.ipv4.address(),
                     port: route.port,
-                })
-        })
-        .collect();
+                });
+            }
+        }
+    }
     backends.sort();
     backends
 }
@@ -798,6 +796,190 @@ impl Controller {
             applied: current.as_ref().and_then(|stored| stored.applied.clone()),
             projection: current.map(|stored| stored.signed),
         })
+    }
+}
+
+#[cfg(test)]
+mod oracle {
+    use super::*;
+    use crate::contract::Protocol;
+    use crate::contract::network::address_plan::{
+        seal_runtime_network_address_plan, snapshot_runtime_network_address_plan,
+    };
+    use crate::contract::network::authority::compose_runtime_network_protected_authority;
+    use crate::store::StoredNetworkPlan;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// The inputs as the issuer computed them before it worked per node: every grant of the
+    /// cluster, then each node's share.
+    fn reference_node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
+        let Some(stored) = &facts.plan else { return Vec::new() };
+        let grants = cluster_grants(facts);
+        let leases: BTreeMap<&str, &RuntimeNetworkLease> =
+            facts.leases.iter().map(|lease| (lease.id.as_str(), lease.as_ref())).collect();
+        // Each node's leases and grants (in grant order), found in one pass over each.
+        let mut leases_on: BTreeMap<&NodeId, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+        for lease in facts.leases.iter() {
+            leases_on.entry(&lease.node_id).or_default().push(lease);
+        }
+        let mut grants_on: BTreeMap<&NodeId, Vec<&WorkloadIngressGrant>> = BTreeMap::new();
+        for grant in &grants {
+            let node_of =
+                |reference: &AuthorityReference| leases.get(reference.id.as_str()).map(|lease| &lease.node_id);
+            let (source, destination) = (node_of(&grant.source), node_of(&grant.destination));
+            for node in [source, destination.filter(|node| Some(*node) != source)].into_iter().flatten() {
+                grants_on.entry(node).or_default().push(grant);
+            }
+        }
+        facts
+            .nodes
+            .iter()
+            .map(|node| {
+                let grants: Vec<WorkloadIngressGrant> = grants_on
+                    .get(&node.id)
+                    .map(|grants| grants.iter().map(|grant| (*grant).clone()).collect())
+                    .unwrap_or_default();
+                let mut endpoint_ids: BTreeSet<&str> =
+                    leases_on.get(&node.id).into_iter().flatten().map(|lease| lease.id.as_str()).collect();
+                for grant in &grants {
+                    endpoint_ids.insert(grant.source.id.as_str());
+                    endpoint_ids.insert(grant.destination.id.as_str());
+                }
+                let mut endpoints: Vec<RuntimeNetworkLease> =
+                    endpoint_ids.iter().filter_map(|id| leases.get(id).map(|lease| (*lease).clone())).collect();
+                endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+                NodeInputs {
+                    node_id: node.id.clone(),
+                    runtime_namespace: node.runtime_namespace.clone(),
+                    endpoints,
+                    grants,
+                    host_platform_endpoint_ids: host_platform_endpoint_ids(node, stored),
+                }
+            })
+            .collect()
+    }
+
+    /// Every workload ingress grant of the cluster, in grant order, unique: for every route, from
+    /// each lease of the designated ingress service to each other lease of the route's target
+    /// service, authorized by the current designation.
+    fn cluster_grants(facts: &ProjectionFacts) -> Vec<WorkloadIngressGrant> {
+        let Some(designation) = &facts.designation else { return Vec::new() };
+        let authorization = designation.reference();
+        let by_service = leases_of_services(facts, route_services(facts));
+        let ingress: &[&RuntimeNetworkLease] =
+            by_service.get(&designation.ingress_service_id).map_or(&[], Vec::as_slice);
+        let mut grants = Vec::new();
+        for route in &facts.routes {
+            for target in by_service.get(&route.service_id).into_iter().flatten() {
+                for source in ingress.iter().filter(|source| source.id != target.id) {
+                    grants.push(WorkloadIngressGrant {
+                        source: source.reference(),
+                        destination: target.reference(),
+                        protocol: route.protocol,
+                        port: route.port,
+                        authorization: authorization.clone(),
+                    });
+                }
+            }
+        }
+        grants.sort_by(WorkloadIngressGrant::order_cmp);
+        grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
+        grants
+    }
+
+    /// The services grants are drawn between: every route's target and the designated ingress.
+    fn route_services(facts: &ProjectionFacts) -> BTreeSet<&Id> {
+        let mut services: BTreeSet<&Id> = facts.routes.iter().map(|route| &route.service_id).collect();
+        services.extend(facts.designation.as_ref().map(|designation| &designation.ingress_service_id));
+        services
+    }
+
+    /// The live leases of each of `services`, in lease order: one pass over the cluster's leases.
+    fn leases_of_services<'a>(
+        facts: &'a ProjectionFacts,
+        services: BTreeSet<&Id>,
+    ) -> BTreeMap<&'a Id, Vec<&'a RuntimeNetworkLease>> {
+        let mut by_service: BTreeMap<&Id, Vec<&RuntimeNetworkLease>> = BTreeMap::new();
+        for lease in facts.leases.iter() {
+            if services.contains(&lease.service_id) {
+                by_service.entry(&lease.service_id).or_default().push(lease);
+            }
+        }
+        by_service
+    }
+
+    fn plan() -> StoredNetworkPlan {
+        let plan = json!({
+            "clusterId": "c1", "revision": 1, "prefixes": ["10.64.0.0/16", "192.0.2.16/28"],
+            "pools": [{ "id": "pool-org", "organizationId": "org", "prefix": "10.64.0.0/20" }],
+            "vpn": null, "hubs": [],
+            "platformEndpoints": [{ "id": "corestore", "address": "192.0.2.17", "protocol": "tcp", "port": 9000 }],
+        });
+        let plan = snapshot_runtime_network_address_plan(&seal_runtime_network_address_plan(&plan).unwrap()).unwrap();
+        let authority = compose_runtime_network_protected_authority(&plan.cluster_id, None, &plan).unwrap();
+        StoredNetworkPlan { plan, authority }
+    }
+
+    fn designation() -> crate::contract::designation::ClusterIngressDesignation {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/cluster-ingress-designation.json");
+        let vectors: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut designation =
+            crate::contract::designation::snapshot_cluster_ingress_designation(&vectors["valid"][0]["record"]).unwrap();
+        designation.ingress_service_id = Id::parse("ingress").unwrap();
+        designation
+    }
+
+    /// Six nodes; the ingress on nodes 0 and 3; `web` on 1, 2 and 3, `api` on 2 and 4, `solo` on
+    /// 5; routes to `web` (two ports), `api` and the ingress itself.
+    fn facts(read: &[usize]) -> ProjectionFacts {
+        let placed =
+            [("ingress", 0), ("ingress", 3), ("web", 1), ("web", 2), ("web", 3), ("api", 2), ("api", 4), ("solo", 5)];
+        let mut leases: Vec<Arc<RuntimeNetworkLease>> = placed
+            .iter()
+            .enumerate()
+            .map(|(index, (service, node))| Arc::new(testing::lease(index as u32, service, &format!("node-{node}"))))
+            .collect();
+        leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+        let route = |hostname: &str, service: &str, port: u16| IngressRoute {
+            hostname: hostname.to_owned(),
+            service_id: Id::parse(service).unwrap(),
+            protocol: Protocol::Tcp,
+            port,
+        };
+        let nodes = read
+            .iter()
+            .map(|index| NodeSpec {
+                id: NodeId::parse(&format!("node-{index}")).unwrap(),
+                runtime_namespace: Id::parse("ns-main").unwrap(),
+                host_addresses: Vec::new(),
+            })
+            .collect();
+        ProjectionFacts {
+            plan: Some(plan()),
+            nodes,
+            leases: Arc::new(leases),
+            routes: vec![
+                route("a.example.net", "web", 443),
+                route("b.example.net", "web", 8080),
+                route("c.example.net", "api", 443),
+                route("d.example.net", "ingress", 443),
+            ],
+            designation: Some(designation()),
+            heads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn node_inputs_are_those_of_the_whole_cluster_computation() {
+        for read in [vec![0, 1, 2, 3, 4, 5], vec![0], vec![1], vec![3, 5], vec![4], vec![]] {
+            let facts = facts(&read);
+            assert_eq!(node_inputs(&facts), reference_node_inputs(&facts), "nodes read: {read:?}");
+        }
+        let mut undesignated = facts(&[0, 1, 2]);
+        undesignated.designation = None;
+        assert_eq!(node_inputs(&undesignated), reference_node_inputs(&undesignated));
+        assert!(node_inputs(&facts(&[0]))[0].grants.len() > 4, "the ingress node grants to every target");
     }
 }
 

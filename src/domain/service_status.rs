@@ -48,7 +48,7 @@ use crate::contract::{Id, NodeId};
 use crate::store::service_status::{RecordedStatus, StatusFacts};
 use crate::store::sessions::{AssignmentFacts, ReportedState};
 use crate::store::{FactScope, SharedStore, StoredNode};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The refusals this controller produces, in the order [`blocking_verdict`] checks them (the
 /// spec's table order).
@@ -73,13 +73,15 @@ const LOCAL_DRIVER: &str = "local";
 
 /// Lookups over one read of facts, built once per read so that judging a spec is a few map
 /// lookups rather than passes over the cluster: the nodes by id, the declarers of each volume id
-/// (the store's `volume_declarers`) and the live leases in each organization's pool.
+/// (the store's `volume_declarers`) and the live leases in the workload pools of the facts'
+/// organizations, counted in one pass over the live lease set that compares each lease with the
+/// few organizations and services of the facts only.
 pub struct Lookups<'facts> {
     nodes: BTreeMap<&'facts NodeId, &'facts StoredNode>,
-    /// Live leases in each organization's workload pool.
+    /// Live leases in each organization's workload pool (the organizations of the facts' specs).
     pool_leases: BTreeMap<&'facts Id, u64>,
-    /// Live leases in each organization's workload pool by (organization, service).
-    service_pool_leases: BTreeMap<(&'facts Id, &'facts Id), u64>,
+    /// Live leases in its organization's workload pool by service (the facts' specs).
+    service_pool_leases: HashMap<(&'facts Id, &'facts Id), u64>,
     volume_declarers: &'facts BTreeMap<Id, BTreeSet<Id>>,
 }
 
@@ -88,12 +90,31 @@ impl<'facts> Lookups<'facts> {
     pub fn of(facts: &'facts AssignmentFacts) -> Self {
         let nodes = facts.nodes.iter().map(|node| (&node.node.id, node)).collect();
         let mut pool_leases: BTreeMap<&Id, u64> = BTreeMap::new();
-        let mut service_pool_leases: BTreeMap<(&Id, &Id), u64> = BTreeMap::new();
+        let mut service_pool_leases: HashMap<(&Id, &Id), u64> =
+            facts.services.iter().map(|spec| ((&spec.body.organization_id, &spec.body.service_id), 0)).collect();
         if let Some(plan) = facts.plan.as_ref() {
+            let organizations: Vec<&Id> = facts
+                .services
+                .iter()
+                .map(|spec| &spec.body.organization_id)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let every_service = facts.scope == FactScope::Cluster;
             for lease in facts.leases.iter() {
-                if lease_in_pool(plan, lease) {
-                    *pool_leases.entry(&lease.organization_id).or_default() += 1;
-                    *service_pool_leases.entry((&lease.organization_id, &lease.service_id)).or_default() += 1;
+                let Some(organization) =
+                    organizations.iter().find(|organization| ***organization == lease.organization_id)
+                else {
+                    continue;
+                };
+                if !lease_in_pool(plan, lease) {
+                    continue;
+                }
+                *pool_leases.entry(organization).or_default() += 1;
+                // A scope of a few services compares each lease with them; the whole cluster
+                // counts every service.
+                if every_service || facts.services.iter().any(|spec| spec.body.service_id == lease.service_id) {
+                    *service_pool_leases.entry((*organization, &lease.service_id)).or_default() += 1;
                 }
             }
         }

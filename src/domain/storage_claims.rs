@@ -164,6 +164,7 @@ fn draft_claim(
 /// and the services whose current spec is refused (their claims stay as they are).
 fn desired_claims(
     facts: &AssignmentFacts,
+    lookups: &Lookups,
     controller: &ControllerReference,
 ) -> (BTreeMap<Id, RuntimeLocalStorageClaim>, BTreeSet<Id>) {
     let mut desired = BTreeMap::new();
@@ -171,15 +172,14 @@ fn desired_claims(
     if facts.cluster.is_none() {
         return (desired, refused);
     }
-    let lookups = Lookups::of(facts);
     for spec in &facts.services {
         let body = &spec.body;
-        if refusal_of(spec, facts, &lookups).is_some() {
+        if refusal_of(spec, facts, lookups).is_some() {
             refused.insert(body.service_id.clone());
             continue;
         }
         for volume in &body.volumes {
-            if let Some(draft) = draft_claim(spec, volume, &lookups, controller) {
+            if let Some(draft) = draft_claim(spec, volume, lookups, controller) {
                 desired.insert(draft.id.clone(), draft);
             }
         }
@@ -227,9 +227,10 @@ fn reads_back(claim: &RuntimeLocalStorageClaim) -> bool {
 /// read back is never issued (logged instead).
 pub(super) fn planned_claims(
     facts: &AssignmentFacts,
+    lookups: &Lookups,
     controller: &ControllerReference,
 ) -> Vec<RuntimeLocalStorageClaim> {
-    let (mut desired, refused) = desired_claims(facts, controller);
+    let (mut desired, refused) = desired_claims(facts, lookups, controller);
     let heads = &facts.claims;
     let mut issued = Vec::new();
     for head in &heads.readable {
@@ -270,8 +271,16 @@ pub(super) fn planned_claims(
 }
 
 /// The claim generations a reconcile issues, each signed. Pure but for signing.
-pub fn plan_claims(facts: &AssignmentFacts, controller: &ControllerReference, key: &SigningKey) -> Vec<ClaimChange> {
-    planned_claims(facts, controller).into_iter().map(|claim| ClaimChange::Issue(Box::new(sign(key, claim)))).collect()
+pub fn plan_claims(
+    facts: &AssignmentFacts,
+    lookups: &Lookups,
+    controller: &ControllerReference,
+    key: &SigningKey,
+) -> Vec<ClaimChange> {
+    planned_claims(facts, lookups, controller)
+        .into_iter()
+        .map(|claim| ClaimChange::Issue(Box::new(sign(key, claim))))
+        .collect()
 }
 
 /// The facts as they are once `changes` (issued at `issued_at`) are written: each new
