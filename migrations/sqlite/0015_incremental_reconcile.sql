@@ -23,3 +23,11 @@ SELECT DISTINCT s.cluster_id, json_extract(v.value, '$.id'), s.service_id
     ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision
   JOIN json_each(r.body, '$.volumes') AS v
  WHERE NOT s.deleted;
+
+-- The reconcile lock of each cluster: the reconciles, projection issues, address plan writes and
+-- route writes of a cluster serialize on its row, so the cluster row itself is held only by the
+-- short writes of the facts (specs, nodes, the cluster record, the designation).
+CREATE TABLE cluster_reconcile_locks (
+    cluster_id TEXT NOT NULL PRIMARY KEY REFERENCES clusters (id)
+) STRICT;
+INSERT INTO cluster_reconcile_locks (cluster_id) SELECT id FROM clusters;

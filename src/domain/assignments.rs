@@ -512,11 +512,11 @@ impl AssignmentReconciler {
         Ok(Touched { scope: FactScope::Services(services), nodes, granting })
     }
 
-    /// Reconciles `changes` now: their scope's assignments, claims and leases, then the
-    /// projections of the nodes they reach and the statuses of the scope. Best effort: a failure
-    /// is logged and makes the cluster owed (its next change reconciles it whole). Answers the
-    /// nodes whose assignment set changed.
-    async fn reconcile_changes(&self, cluster_id: &Id, changes: &[Change]) -> BTreeSet<NodeId> {
+    /// Reconciles `changes` now: their scope's assignments, claims and leases; then tells the
+    /// nodes whose assignment set changed (but `asking`, which gets its set in an answer), issues
+    /// the projections of the nodes they reach and judges the statuses of the scope. Best effort:
+    /// a failure is logged and makes the cluster owed (its next change reconciles it whole).
+    async fn reconcile_changes(&self, cluster_id: &Id, changes: &[Change], asking: Option<&NodeId>) {
         let owed = self.lock_owed().contains(cluster_id);
         let whole = || Touched { scope: FactScope::Cluster, nodes: BTreeSet::new(), granting: BTreeSet::new() };
         let touched = if owed { Ok(whole()) } else { self.touched(cluster_id, changes).await };
@@ -524,11 +524,13 @@ impl AssignmentReconciler {
             tracing::warn!(cluster = %cluster_id, %error, "the services a change touches are not readable; reconciling the cluster");
             whole()
         });
-        let mut changed = BTreeSet::new();
         let issue = match self.reconcile_twice_if_freed(cluster_id, &touched.scope).await {
-            Ok(reconciled) => {
+            Ok(mut reconciled) => {
                 self.lock_owed().remove(cluster_id);
-                changed = reconciled.nodes;
+                if let Some(asking) = asking {
+                    reconciled.nodes.remove(asking);
+                }
+                self.push_assignments_changed(cluster_id, reconciled.nodes).await;
                 match touched.scope {
                     FactScope::Cluster => IssueScope::All,
                     FactScope::Services(_) => {
@@ -548,7 +550,6 @@ impl AssignmentReconciler {
         };
         self.projections.issue_logged(cluster_id, &issue).await;
         self.refresh_statuses(cluster_id, &touched.scope).await;
-        changed
     }
 
     /// [`Self::reconcile_locked`], and once more when it released a lease: the services of the
@@ -685,8 +686,7 @@ impl AssignmentReconciler {
                 }
             };
             let started = tokio::time::Instant::now();
-            let nodes = self.reconcile_changes(&cluster_id, &changes).await;
-            self.push_assignments_changed(&cluster_id, nodes).await;
+            self.reconcile_changes(&cluster_id, &changes, None).await;
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;
@@ -908,8 +908,7 @@ impl Controller {
     /// reached and judges the touched services again. Best effort: a failure is logged and never
     /// fails the write that called it (the cluster is then owed a whole reconcile).
     pub async fn assignments_changed(&self, cluster_id: &Id, change: Change) {
-        let nodes = self.reconciler.reconcile_changes(cluster_id, std::slice::from_ref(&change)).await;
-        self.reconciler.push_assignments_changed(cluster_id, nodes).await;
+        self.reconciler.reconcile_changes(cluster_id, std::slice::from_ref(&change), None).await;
     }
 
     /// After a change that can move service statuses but not assignments (a state report, a
@@ -979,10 +978,8 @@ impl Controller {
         // written.
         self.reconciler.settled(&session.cluster_id).await;
         if self.reconciler.lock_owed().contains(&session.cluster_id) {
-            let mut changed = self.reconciler.reconcile_changes(&session.cluster_id, &[Change::Everything]).await;
-            // The asking node gets its set in the answer.
-            changed.remove(&session.node_id);
-            self.reconciler.push_assignments_changed(&session.cluster_id, changed).await;
+            let asking = Some(&session.node_id);
+            self.reconciler.reconcile_changes(&session.cluster_id, &[Change::Everything], asking).await;
         }
         let mut assignments: Vec<Signed<RuntimeAssignment>> = self
             .readable_node_assignments(&session.cluster_id, &session.node_id)

@@ -136,7 +136,43 @@ pub(crate) async fn lock_cluster(
         .transpose()
 }
 
+/// Inside a write transaction: holds the cluster's reconcile lock for the rest of the transaction
+/// (its row of `cluster_reconcile_locks`, [`Backend::lock_rows`]); false when the cluster does not
+/// exist. The reconciles, projection issues, address plan writes and route writes of a cluster
+/// serialize here, so the cluster's row ([`lock_cluster`]) is held only by the short writes of
+/// its facts, which a designation's guarded write waits for.
+pub(crate) async fn lock_reconcile(
+    transaction: &mut impl HoldsConnection,
+    backend: Backend,
+    cluster_id: &Id,
+) -> Result<bool, StoreError> {
+    let lock = format!("SELECT cluster_id FROM cluster_reconcile_locks WHERE cluster_id = $1{}", backend.lock_rows());
+    if Statement::composed(lock.clone()).text(cluster_id.as_str()).fetch_optional(transaction).await?.is_some() {
+        return Ok(true);
+    }
+    // A cluster's first reconcile makes its row (the migration made those of older clusters).
+    Statement::new(
+        "INSERT INTO cluster_reconcile_locks (cluster_id) SELECT id FROM clusters WHERE id = $1 \
+         ON CONFLICT (cluster_id) DO NOTHING",
+    )
+    .text(cluster_id.as_str())
+    .execute(transaction)
+    .await?;
+    Ok(Statement::composed(lock).text(cluster_id.as_str()).fetch_optional(transaction).await?.is_some())
+}
+
 impl SqlStore {
+    /// A write transaction holding the cluster's reconcile lock ([`lock_reconcile`]); `None`, with
+    /// the transaction rolled back, when the cluster does not exist.
+    pub(crate) async fn lock_existing_reconcile(&self, cluster_id: &Id) -> Result<Option<Transaction>, StoreError> {
+        let mut transaction = self.pool.begin_write().await?;
+        if !lock_reconcile(&mut transaction, self.pool.backend(), cluster_id).await? {
+            transaction.rollback().await?;
+            return Ok(None);
+        }
+        Ok(Some(transaction))
+    }
+
     /// A write transaction holding the cluster's lock ([`lock_cluster`]); `None`, with the
     /// transaction rolled back, when the cluster does not exist.
     pub(crate) async fn lock_existing_cluster(&self, cluster_id: &Id) -> Result<Option<Transaction>, StoreError> {

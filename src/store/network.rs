@@ -6,7 +6,7 @@
 //! generation is kept, and a head per lease names its latest generation, the assignment holding
 //! it, its link subnet and whether it is live.
 //!
-//! Every write runs in a write transaction that holds the cluster's lock ([`lock_cluster`]):
+//! Every write runs in a write transaction that holds the cluster's reconcile lock ([`lock_reconcile`]):
 //! a plan write in [`NetworkStore::lock_network`]'s, lease changes also in the assignment
 //! reconcile's ([`LockedAssignments::leases`](super::LockedAssignments::leases)), so leases follow
 //! assignments atomically. The domain decides every change from facts read under that lock, and
@@ -24,7 +24,7 @@
 //! a reader parse the records again.
 
 use super::codec::{counter_to_sql, record_text};
-use super::inventory::lock_cluster;
+use super::inventory::lock_reconcile;
 use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record, placeholder_rows};
 use super::{FactScope, SqlStore, StoreError, rows};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
@@ -718,7 +718,7 @@ impl NetworkStore for SqlStore {
 
     async fn lock_network(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedNetwork>>, StoreError> {
         let mut transaction = self.pool.begin_write().await?;
-        if lock_cluster(&mut transaction, self.pool.backend(), cluster_id).await?.is_none() {
+        if !lock_reconcile(&mut transaction, self.pool.backend(), cluster_id).await? {
             transaction.rollback().await?;
             return Ok(None);
         }

@@ -8,14 +8,14 @@
 //! destination lease, protocol and port (`granted`, one JSON column: they are always written and
 //! read whole), which is what the route table's backends are judged from.
 //!
-//! Issuing runs in a write transaction that holds the cluster's lock ([`lock_cluster`]), so two
+//! Issuing runs in a write transaction that holds the cluster's reconcile lock ([`lock_reconcile`]), so two
 //! processes never issue two generations with one number; each head update is guarded by the
 //! generation the issuer read. The head and the generation before it are kept (the node may
 //! still be applying it); older generations are pruned as a new one is written.
 
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
-use super::inventory::{cluster_nodes, lock_cluster, nodes_by_ids};
+use super::inventory::{cluster_nodes, lock_reconcile, nodes_by_ids};
 use super::network::{LeaseSet, StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
 use super::sql::{HoldsConnection, Statement, Transaction, rows_by_ids};
@@ -399,7 +399,7 @@ impl ProjectionStore for SqlStore {
     ) -> Result<Option<Box<dyn LockedProjections>>, StoreError> {
         let backend = self.pool.backend();
         let mut transaction = self.pool.begin_write().await?;
-        if lock_cluster(&mut transaction, backend, cluster_id).await?.is_none() {
+        if !lock_reconcile(&mut transaction, backend, cluster_id).await? {
             transaction.rollback().await?;
             return Ok(None);
         }

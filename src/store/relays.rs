@@ -6,8 +6,9 @@
 //! cluster's lock (`inventory::lock_cluster`) and writes the epoch after the cluster's highest one
 //! (a unique `(cluster, epoch)` key guards it besides the lock); a heartbeat is one guarded
 //! `UPDATE` that writes only for the cluster's highest epoch within the lease. Every write of a
-//! cluster's relays or route table runs under the cluster's lock, so connects, rotations and route
-//! writes of one cluster serialize across processes. Bearers and tokens are kept as SHA-256
+//! cluster's relays runs under the cluster's lock, so connects and rotations of one cluster
+//! serialize across processes; route writes run under its reconcile lock
+//! (`inventory::lock_reconcile`), as the projection issues that judge the routes' backends do. Bearers and tokens are kept as SHA-256
 //! hashes.
 
 use super::codec::counter_to_sql;
@@ -442,7 +443,7 @@ impl RelayStore for SqlStore {
         route: &IngressRoute,
     ) -> Result<PutOutcome<StoredRouteTable>, StoreError> {
         let backend = self.pool.backend();
-        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+        let Some(mut transaction) = self.lock_existing_reconcile(cluster_id).await? else {
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
         };
         let current = Statement::new(
@@ -485,7 +486,7 @@ impl RelayStore for SqlStore {
         hostname: &str,
     ) -> Result<PutOutcome<Option<StoredRouteTable>>, StoreError> {
         let backend = self.pool.backend();
-        let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
+        let Some(mut transaction) = self.lock_existing_reconcile(cluster_id).await? else {
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
         };
         let deleted = Statement::new("DELETE FROM ingress_routes WHERE cluster_id = $1 AND hostname = $2")

@@ -21,7 +21,7 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_cluster, nodes_by_ids};
+use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_reconcile, nodes_by_ids};
 use super::network::{LeaseSet, LeaseWriter, TransactionLeases};
 use super::sql::{HoldsConnection, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on, service_claim_heads_on};
@@ -320,16 +320,27 @@ async fn read_facts(
     scope: &FactScope,
     lock: bool,
 ) -> Result<AssignmentFacts, StoreError> {
-    let cluster = if lock {
-        lock_cluster(on, backend, cluster_id).await?
-    } else {
-        Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
-            .text(cluster_id.as_str())
-            .fetch_optional(on)
-            .await?
-            .map(|row| rows::cluster(&row))
-            .transpose()?
-    };
+    if lock && !lock_reconcile(on, backend, cluster_id).await? {
+        return Ok(AssignmentFacts {
+            scope: scope.clone(),
+            cluster: None,
+            nodes: Vec::new(),
+            services: Vec::new(),
+            volume_declarers: BTreeMap::new(),
+            designation: None,
+            heads: AssignmentHeads::default(),
+            plan: None,
+            leases: LeaseSet::default(),
+            claims: ClaimHeads::default(),
+        });
+    }
+    // Read after the lock, in a statement of its own, so it is what the lock's last holder saw.
+    let cluster = Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
+        .text(cluster_id.as_str())
+        .fetch_optional(on)
+        .await?
+        .map(|row| rows::cluster(&row))
+        .transpose()?;
     let facts = Statement::new(CLUSTER_FACTS)
         .text(cluster_id.as_str())
         .fetch_optional(on)
