@@ -13,7 +13,7 @@ use cloudly::contract::inventory::{ServiceRuntimeSpec, parse_service_spec_body};
 use cloudly::contract::registration::{RefusalReason, parse_cluster_ingress_registration};
 use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use cloudly::contract::{DigestedRecord as _, Id, NodeId, Sha256Digest};
-use cloudly::domain::assignments::AssignmentState;
+use cloudly::domain::plan::assignments::AssignmentState;
 use cloudly::domain::registration::{carries_credential, judge_facts};
 use cloudly::domain::secrets::hash_value;
 use cloudly::store::registrations::RegistrationFacts;

@@ -20,7 +20,6 @@ use crate::contract::registration::{parse_cluster_ingress_registration, read_pro
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{AuthorityReference, Id};
 use crate::domain::ClusterRequest;
-use crate::domain::assignments::AssignmentState;
 use crate::domain::assignments::{ReportRuntimeAssignmentStateRequest, ResolveRuntimeSecretBindingsRequest};
 use crate::domain::designation::{ListClusterIngressDesignationsRequest, MAX_DESIGNATION_PAGE};
 use crate::domain::inventory::{
@@ -28,6 +27,8 @@ use crate::domain::inventory::{
     PutClusterNodeRequest, PutClusterRequest, PutOrganizationRequest, PutServiceRuntimeSpecRequest,
 };
 use crate::domain::network::PutRuntimeNetworkAddressPlanRequest;
+use crate::domain::plan::assignments::AssignmentState;
+use crate::domain::plan::claims::ClaimDecision;
 use crate::domain::projections::NodeProjectionRequest;
 use crate::domain::registration::{
     ListClusterIngressRegistrationsRequest, MAX_REGISTRATION_PAGE, RegisterClusterIngressRequest,
@@ -38,7 +39,7 @@ use crate::domain::relays::{
 };
 use crate::domain::secrets::Bearer;
 use crate::domain::service_status::GetServiceRuntimeStatusRequest;
-use crate::domain::storage_claims::{ClaimDecision, ResolveRuntimeLocalStorageClaimRequest};
+use crate::domain::storage_claims::ResolveRuntimeLocalStorageClaimRequest;
 use crate::store::relays::IngressRoute;
 use serde_json::{Map, Value};
 

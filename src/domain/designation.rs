@@ -9,8 +9,8 @@
 //! while those facts are unchanged; otherwise the facts are read again under the cluster's lock
 //! and judged again. The judge is pure, so being asked twice is harmless.
 
-use super::assignments::Change;
 use super::identity::Caller;
+use super::runners::Change;
 use super::secrets::{self, Bearer};
 use super::{ClusterRequest, Controller, DomainError};
 use crate::contract::AuthorityReference;

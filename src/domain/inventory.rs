@@ -2,7 +2,7 @@
 //! specs. Writes are `admin`; reads every role. Replacing writes are compare-and-swaps.
 //! `getOrganization` and `getClusterNode` are this project's reads beside the spec's table.
 
-use super::assignments::Change;
+use super::runners::Change;
 use super::secrets::Bearer;
 use super::sessions::NodeSessionStatus;
 use super::{ClusterRequest, Controller, DomainError};

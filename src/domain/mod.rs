@@ -13,10 +13,12 @@ pub mod designation;
 pub mod identity;
 pub mod inventory;
 pub mod network;
+pub mod plan;
 pub mod projections;
 pub mod registration;
 pub mod relays;
 pub mod retention;
+pub mod runners;
 pub mod secrets;
 pub mod service_status;
 pub mod sessions;
@@ -226,9 +228,9 @@ pub struct Controller {
     /// The test seam of `registerClusterIngress` (`registration::RegistrationCommitGate`).
     registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
     /// Reconciles assignments, also in the background (`assignments`).
-    reconciler: Arc<assignments::AssignmentReconciler>,
+    reconciler: Arc<runners::AssignmentReconciler>,
     /// Pushes runtime local storage claims to the nodes of this process (`storage_claims`).
-    claims: Arc<storage_claims::ClaimPusher>,
+    claims: Arc<runners::ClaimPusher>,
     /// Issues signed runtime network projections (`projections`).
     projections: Arc<projections::ProjectionIssuer>,
     /// Paces this process's `pushRuntimeChanged` requests (`signals`).
@@ -253,11 +255,11 @@ impl Controller {
         let links: Arc<sessions::NodeLinks> = Arc::default();
         let issuer = ControllerReference { kind: ControllerKind::Cloudly, id: settings.controller_id.clone() };
         let milliseconds = std::time::Duration::from_millis;
-        let claims = Arc::new(storage_claims::ClaimPusher::new(
+        let claims = Arc::new(runners::ClaimPusher::new(
             store.clone(),
             clock.clone(),
             links.clone(),
-            storage_claims::ClaimPushSettings {
+            runners::ClaimPushSettings {
                 retry_initial: milliseconds(settings.storage_claim_retry_ms),
                 retry_max: milliseconds(settings.storage_claim_retry_max_ms),
                 timeout: milliseconds(settings.storage_claim_push_timeout_ms),
@@ -273,7 +275,7 @@ impl Controller {
             issuer.clone(),
             route_tables.clone(),
         ));
-        let reconciler = Arc::new(assignments::AssignmentReconciler::new(
+        let reconciler = Arc::new(runners::AssignmentReconciler::new(
             store.clone(),
             clock.clone(),
             signing.clone(),

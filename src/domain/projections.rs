@@ -741,6 +741,12 @@ impl Controller {
         self.projections.issue_logged(cluster_id, scope).await;
     }
 
+    /// After a route write: issues every node of the cluster whose inputs moved (a route's grants
+    /// reach its target's and the ingress's nodes), best effort.
+    pub async fn routes_changed(&self, cluster_id: &Id) {
+        self.projections.issue_logged(cluster_id, &IssueScope::All).await;
+    }
+
     /// Issues every cluster's projections, best effort: repairs an issue that failed, or that a
     /// controller process stopped before running after its write. The server runs it every
     /// `projection_sweep_ms`.

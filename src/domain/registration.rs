@@ -20,7 +20,7 @@
 //! **No refusal, log line or metric label quotes the bearer or anything derived from it.** The
 //! bearer is hashed once and compared with the stored hash in constant time.
 
-use super::assignments::is_ready_under;
+use super::plan::assignments::is_ready_under;
 use super::secrets::Bearer;
 use super::{Controller, DomainError};
 use crate::contract::assignment::{EnvironmentSource, RuntimeAssignment};

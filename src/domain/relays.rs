@@ -354,7 +354,7 @@ impl Controller {
         }
         let outcome = self.store.put_ingress_route(&cluster_id, &route).await?;
         self.route_tables.changed(&cluster_id);
-        self.projections_changed(&cluster_id, &super::projections::IssueScope::All).await;
+        self.routes_changed(&cluster_id).await;
         match outcome {
             PutOutcome::Written(table) => {
                 tracing::info!(cluster = %cluster_id, hostname = %route.hostname, revision = table.revision, "ingress route put");
@@ -374,7 +374,7 @@ impl Controller {
         let DeleteClusterIngressRouteRequest { cluster_id, hostname } = request;
         let outcome = self.store.delete_ingress_route(&cluster_id, &hostname).await?;
         self.route_tables.changed(&cluster_id);
-        self.projections_changed(&cluster_id, &super::projections::IssueScope::All).await;
+        self.routes_changed(&cluster_id).await;
         match outcome {
             PutOutcome::Written(table) => {
                 tracing::info!(cluster = %cluster_id, %hostname, "ingress route deleted");
