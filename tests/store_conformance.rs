@@ -29,11 +29,11 @@ use cloudly::domain::designation::{DesignationCommit, DesignationRefusal, commit
 use cloudly::domain::projections::{next_projection, node_inputs};
 use cloudly::domain::{Controller, SystemClock};
 use cloudly::keys::ControllerKeys;
+use cloudly::store::assignments::{AssignmentChange, StoredAssignment};
 use cloudly::store::network::LeaseChange;
 use cloudly::store::projections::IssuedProjection;
 use cloudly::store::relays::{IngressRoute, RouteBackend};
 use cloudly::store::service_status::RecordedStatus;
-use cloudly::store::sessions::{AssignmentChange, StoredAssignment};
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
     Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,

@@ -12,7 +12,7 @@ use crate::contract::session::RuntimeSessionReference;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, Id, NodeId};
 use crate::store::FactScope;
-use crate::store::sessions::StoredAssignment;
+use crate::store::assignments::StoredAssignment;
 use std::collections::BTreeSet;
 
 /// `resolveRuntimeSecretBindings`: `{ session, assignment }`; the session is checked first

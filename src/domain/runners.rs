@@ -147,18 +147,18 @@ struct BackgroundRun {
     reconciled: watch::Receiver<u64>,
 }
 
-/// Removes a background task's entry if the task ends without doing so (a panic, or the runtime
-/// shutting down), so the cluster's next change starts a new task.
-struct RunGuard<'a> {
-    reconciler: &'a AssignmentReconciler,
-    cluster_id: &'a Id,
+/// Removes a task's entry from its registry if the task ends without doing so (a panic, or the
+/// runtime shutting down), so the next wake or change of its key starts a new task.
+struct EntryGuard<'a, Key: std::hash::Hash + Eq, Entry> {
+    entries: &'a Mutex<HashMap<Key, Entry>>,
+    key: &'a Key,
     armed: bool,
 }
 
-impl Drop for RunGuard<'_> {
+impl<Key: std::hash::Hash + Eq, Entry> Drop for EntryGuard<'_, Key, Entry> {
     fn drop(&mut self) {
         if self.armed {
-            self.reconciler.lock_running().remove(self.cluster_id);
+            self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(self.key);
         }
     }
 }
@@ -417,7 +417,7 @@ impl AssignmentReconciler {
     /// One cluster's background task: runs, then waits out the interval; runs again if changes
     /// arrived since the last run read its facts, else ends.
     async fn run_in_background(self: Arc<Self>, cluster_id: Id, reconciled: watch::Sender<u64>) {
-        let mut guard = RunGuard { reconciler: &self, cluster_id: &cluster_id, armed: true };
+        let mut guard = EntryGuard { entries: &self.running, key: &cluster_id, armed: true };
         let mut covered = 0;
         loop {
             // The changes scheduled so far committed before this run reads its facts.
@@ -781,22 +781,6 @@ pub struct ClaimPusher {
     reconciler: OnceLock<Weak<AssignmentReconciler>>,
 }
 
-/// Removes a worker's entry if its task ends without doing so (a panic, or the runtime shutting
-/// down), so the node's next wake starts a new worker.
-struct WorkerGuard<'a> {
-    pusher: &'a ClaimPusher,
-    key: &'a (Id, NodeId),
-    armed: bool,
-}
-
-impl Drop for WorkerGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.pusher.lock_workers().remove(self.key);
-        }
-    }
-}
-
 impl ClaimPusher {
     /// A pusher over `store`, sending through `links`.
     pub fn new(store: SharedStore, clock: Arc<dyn Clock>, links: Arc<NodeLinks>, settings: ClaimPushSettings) -> Self {
@@ -842,7 +826,7 @@ impl ClaimPusher {
     /// One node's worker: passes over its claims until the node is gone from this process and
     /// no wake is pending; between passes it sleeps until the next retry, a wake or the sweep.
     async fn run_worker(self: Arc<Self>, key: (Id, NodeId), wake: Arc<Notify>) {
-        let mut guard = WorkerGuard { pusher: &self, key: &key, armed: true };
+        let mut guard = EntryGuard { entries: &self.workers, key: &key, armed: true };
         let mut retries: HashMap<(Id, u64), Retry> = HashMap::new();
         let mut covered = 0;
         loop {

@@ -1,5 +1,5 @@
 //! The store: what the domain keeps, one trait per feature ([`InventoryStore`],
-//! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`RegistrationStore`],
+//! [`DesignationStore`], [`RelayStore`], [`SessionStore`], [`AssignmentStore`], [`RegistrationStore`],
 //! [`ServiceStatusStore`], [`StorageClaimStore`], [`RetentionStore`], [`KeyRecordStore`],
 //! [`NetworkStore`], [`ProjectionStore`], [`SignalStore`]) joined in [`Store`], implemented once by
 //! [`SqlStore`] for PostgreSQL (production) and an embedded SQLite (one box).
@@ -20,9 +20,11 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 
+pub mod assignments;
 mod codec;
 mod designations;
 mod dialect;
+pub mod heads;
 mod inventory;
 mod key_records;
 mod migrations;
@@ -40,6 +42,7 @@ mod sql;
 mod sqlite;
 pub mod storage_claims;
 
+pub use assignments::{AssignmentStore, LockedAssignments};
 pub use designations::{
     DesignationSnapshot, DesignationStore, DesignationWrite, LockedDesignation, RecordedMutation, SealedSecret,
 };
@@ -53,7 +56,7 @@ pub use registrations::RegistrationStore;
 pub use relays::RelayStore;
 pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
-pub use sessions::{LockedAssignments, SessionStore};
+pub use sessions::SessionStore;
 pub use signals::{ChangeKind, Signal, SignalStore, SignalSubscription};
 pub use sql::PoolStatus;
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
@@ -153,6 +156,7 @@ pub trait Store:
     + DesignationStore
     + RelayStore
     + SessionStore
+    + AssignmentStore
     + RegistrationStore
     + ServiceStatusStore
     + RetentionStore

@@ -4,6 +4,7 @@
 //! [`StoreError::Corrupt`].
 
 use super::StoreError;
+use super::assignments::{ClusterFacts, StoredAssignment, UnreadableHead};
 use super::codec::{
     counter_from_sql, hash_from_sql, read_cluster, read_designation, read_digested, read_node, read_organization,
     read_service_spec,
@@ -18,7 +19,7 @@ use super::registrations::{
 };
 use super::relays::{IngressRoute, RelayConnectionState, RouteBackend, StoredRelayConnection, StoredRelayCredential};
 use super::service_status::{HeadState, RecordedStatus};
-use super::sessions::{ClusterFacts, ReportedState, StoredAssignment, UnreadableHead};
+use super::sessions::ReportedState;
 use super::sql::Row;
 use super::storage_claims::{ClaimAnswer, ClaimFault, ClaimResolution, LastClaimAnswer, StoredClaim, UnreadableClaim};
 use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};

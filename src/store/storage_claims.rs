@@ -17,9 +17,9 @@
 
 use super::codec::{counter_to_sql, record_text};
 use super::dialect::Backend;
+use super::heads::{Head, Heads};
 use super::sql::{HoldsConnection, Statement, head_record};
 use super::{SqlStore, StoreError, rows};
-use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::storage_claim::RuntimeLocalStorageClaim;
 use crate::contract::{AuthorityReference, Id, NodeId};
@@ -94,48 +94,25 @@ pub struct UnreadableClaim {
 
 /// Head claim generations, sorted by claim id: those whose record reads back, and those whose
 /// record does not.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClaimHeads {
-    /// The heads whose records read back.
-    pub readable: Vec<StoredClaim>,
-    /// The heads whose records do not.
-    pub unreadable: Vec<UnreadableClaim>,
+pub type ClaimHeads = Heads<StoredClaim, UnreadableClaim>;
+
+impl Head for StoredClaim {
+    fn id(&self) -> &Id {
+        &self.signed.payload.id
+    }
+
+    fn reference(&self) -> AuthorityReference {
+        self.signed.payload.reference()
+    }
 }
 
-impl ClaimHeads {
-    fn from_rows(rows: &[super::sql::Row]) -> Result<Self, StoreError> {
-        let mut heads = ClaimHeads::default();
-        for row in rows {
-            match rows::claim_head(row)? {
-                Ok(stored) => heads.readable.push(stored),
-                Err(unreadable) => heads.unreadable.push(unreadable),
-            }
-        }
-        heads.sort();
-        Ok(heads)
+impl Head for UnreadableClaim {
+    fn id(&self) -> &Id {
+        &self.reference.id
     }
 
-    /// Sorts both lists by claim id (bytewise), the order the lookups rely on.
-    fn sort(&mut self) {
-        self.readable
-            .sort_by(|left, right| compare_bytes(left.signed.payload.id.as_str(), right.signed.payload.id.as_str()));
-        self.unreadable.sort_by(|left, right| compare_bytes(left.reference.id.as_str(), right.reference.id.as_str()));
-    }
-
-    /// The readable head of `id` (a binary search: the lists are sorted by id).
-    pub fn get(&self, id: &Id) -> Option<&StoredClaim> {
-        let index =
-            self.readable.binary_search_by(|head| compare_bytes(head.signed.payload.id.as_str(), id.as_str())).ok()?;
-        Some(&self.readable[index])
-    }
-
-    /// The `{ id, generation, digest }` of the head of `id`, readable or not.
-    pub fn reference(&self, id: &Id) -> Option<AuthorityReference> {
-        self.get(id).map(|head| head.signed.payload.reference()).or_else(|| {
-            let index =
-                self.unreadable.binary_search_by(|head| compare_bytes(head.reference.id.as_str(), id.as_str())).ok()?;
-            Some(self.unreadable[index].reference.clone())
-        })
+    fn reference(&self) -> AuthorityReference {
+        self.reference.clone()
     }
 }
 
@@ -257,6 +234,7 @@ pub(crate) async fn claim_heads_on(
         .text(cluster_id.as_str())
         .fetch_all(on)
         .await?,
+        rows::claim_head,
     )
 }
 
@@ -275,7 +253,7 @@ pub(crate) async fn service_claim_heads_on(
         service_ids,
     )
     .await?;
-    ClaimHeads::from_rows(&rows)
+    ClaimHeads::from_rows(&rows, rows::claim_head)
 }
 
 /// Checks that the changes fit the heads they were decided from: a new generation links its
@@ -414,6 +392,7 @@ impl StorageClaimStore for SqlStore {
             .text(node_id.as_str())
             .fetch_all(&mut self.pool.connection().await?)
             .await?,
+            rows::claim_head,
         )
     }
 

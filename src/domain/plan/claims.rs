@@ -29,7 +29,7 @@ use crate::contract::storage_claim::{
     RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim,
 };
 use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
-use crate::store::sessions::AssignmentFacts;
+use crate::store::assignments::AssignmentFacts;
 use crate::store::storage_claims::{ClaimChange, StoredClaim};
 use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;

@@ -18,7 +18,7 @@ use crate::contract::storage_claim::{
     LocalStorageClaimNodeState as NodeState, LocalStorageLifecycle, RuntimeLocalStorageClaim,
 };
 use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
-use crate::store::sessions::{AssignmentChange, AssignmentFacts};
+use crate::store::assignments::{AssignmentChange, AssignmentFacts};
 use crate::store::storage_claims::ClaimChange;
 use ed25519_dalek::SigningKey;
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 use super::leases::lease_in_pool;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::{Id, NodeId};
-use crate::store::sessions::AssignmentFacts;
+use crate::store::assignments::AssignmentFacts;
 use crate::store::{FactScope, StoredNode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -12,8 +12,9 @@ use crate::contract::reader::compare_bytes;
 use crate::contract::service_status::ServiceRuntimeVerdict as Verdict;
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
+use crate::store::assignments::AssignmentFacts;
 use crate::store::service_status::{RecordedStatus, StatusFacts};
-use crate::store::sessions::{AssignmentFacts, ReportedState};
+use crate::store::sessions::ReportedState;
 use std::collections::BTreeMap;
 
 /// The verdict on every current spec of the facts' scope, by service id.

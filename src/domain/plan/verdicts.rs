@@ -32,7 +32,7 @@ use crate::contract::registration::CLUSTER_INGRESS_ENVIRONMENT_NAMES;
 use crate::contract::service_status::{
     ServiceRuntimeRefusal as Refusal, ServiceRuntimeVerdict as Verdict, ServiceRuntimeWaitingReason as Waiting,
 };
-use crate::store::sessions::AssignmentFacts;
+use crate::store::assignments::AssignmentFacts;
 
 /// The refusals this controller produces, in the order [`blocking_verdict`] checks them (the
 /// spec's table order).

@@ -1,0 +1,70 @@
+//! The heads of a signed generation chain per id — runtime assignments and runtime local storage
+//! claims are both read this way: the heads whose record reads back through its contract reader,
+//! and those whose record does not, each described by its head row's own columns so it affects
+//! only itself. Both lists are sorted by id, so a head is found by binary search.
+
+use super::StoreError;
+use super::sql::Row;
+use crate::contract::reader::compare_bytes;
+use crate::contract::{AuthorityReference, Id};
+
+/// A head of a chain: its id and the `{ id, generation, digest }` of its generation.
+pub trait Head {
+    /// The chain's id.
+    fn id(&self) -> &Id;
+    /// The head generation's reference.
+    fn reference(&self) -> AuthorityReference;
+}
+
+/// The heads of a kind, sorted by id: those whose records read back, and those whose records do
+/// not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heads<Readable, Unreadable> {
+    /// The heads whose records read back.
+    pub readable: Vec<Readable>,
+    /// The heads whose records do not.
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl<Readable, Unreadable> Default for Heads<Readable, Unreadable> {
+    fn default() -> Self {
+        Heads { readable: Vec::new(), unreadable: Vec::new() }
+    }
+}
+
+impl<Readable: Head, Unreadable: Head> Heads<Readable, Unreadable> {
+    /// The heads of `rows`, each read by `read` (an unreadable record is `Err` of the head row's
+    /// description; a row that does not read at all is the store's error), sorted by id.
+    pub(crate) fn from_rows(
+        rows: &[Row],
+        read: impl Fn(&Row) -> Result<Result<Readable, Unreadable>, StoreError>,
+    ) -> Result<Self, StoreError> {
+        let mut heads = Heads::default();
+        for row in rows {
+            match read(row)? {
+                Ok(readable) => heads.readable.push(readable),
+                Err(unreadable) => heads.unreadable.push(unreadable),
+            }
+        }
+        heads.readable.sort_by(|left, right| compare_bytes(left.id().as_str(), right.id().as_str()));
+        heads.unreadable.sort_by(|left, right| compare_bytes(left.id().as_str(), right.id().as_str()));
+        Ok(heads)
+    }
+
+    /// The readable head of `id`.
+    pub fn get(&self, id: &Id) -> Option<&Readable> {
+        let index = self.readable.binary_search_by(|head| compare_bytes(head.id().as_str(), id.as_str())).ok()?;
+        Some(&self.readable[index])
+    }
+
+    /// The unreadable head of `id`.
+    pub fn get_unreadable(&self, id: &Id) -> Option<&Unreadable> {
+        let index = self.unreadable.binary_search_by(|head| compare_bytes(head.id().as_str(), id.as_str())).ok()?;
+        Some(&self.unreadable[index])
+    }
+
+    /// The `{ id, generation, digest }` of the head of `id`, readable or not.
+    pub fn reference(&self, id: &Id) -> Option<AuthorityReference> {
+        self.get(id).map(Head::reference).or_else(|| self.get_unreadable(id).map(Head::reference))
+    }
+}
