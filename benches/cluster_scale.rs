@@ -895,7 +895,7 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     let full_pass_ms = FULL_PASS_MS.to_string();
     let sockets = (scale.agents + 16).max(256).to_string();
     // The serving line, one line per stored claim answer, and every warning and error.
-    let log_filter = "warn,cloudly::server=info,cloudly::domain::storage_claims=info";
+    let log_filter = "warn,cloudly::server=info,cloudly::domain::runners=info";
     let server = start_with(
         &scratch.join("data"),
         &database.url,

@@ -285,7 +285,7 @@ pub fn rfc3339_micros(text: &str) -> Option<u64> {
 }
 
 /// Every `claim answer recorded` line of a JSON server log (the server writes one once a node's
-/// answer is stored; it needs `cloudly::domain::storage_claims=info`), in order: (claim id,
+/// answer is stored; it needs `cloudly::domain::runners=info`), in order: (claim id,
 /// generation, the line's time in microseconds since the Unix epoch).
 pub fn logged_claim_answers(log: &str) -> BenchResult<Vec<(String, u64, u64)>> {
     let mut answers = Vec::new();
