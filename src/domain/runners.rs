@@ -29,12 +29,12 @@ use super::Clock;
 use super::plan::Lookups;
 use super::plan::claims::{node_state, with_issued_claims};
 use super::plan::issue::{
-    PlannedChange, plan_assignments, plan_claims, planned_changes, planned_claims, touched_nodes,
+    PlannedChange, plan_assignments, plan_claims, planned_changes, planned_claims, touched_nodes, with_changes,
 };
-use super::plan::leases::{LeasesFollowed, followed, plan_lease_changes, planned_lease_services};
+use super::plan::leases::{LeasesFollowed, followed, leases_may_change, plan_lease_changes, planned_lease_services};
 use super::plan::status::{judge_services, recorded_verdicts, status_differences};
 use super::projections::{IssueScope, ProjectionIssuer};
-use super::service_status::refresh_statuses;
+use super::service_status::{judge_and_record_statuses, refresh_statuses};
 use super::sessions::{LinkError, NodeLinks};
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
@@ -47,6 +47,7 @@ use crate::contract::storage_claim::{
     bind_apply_runtime_local_storage_claim_request, bind_apply_runtime_local_storage_claim_response,
 };
 use crate::contract::{Id, NodeId};
+use crate::store::assignments::AssignmentFacts;
 use crate::store::network::LeaseWriter;
 use crate::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, StoredClaim};
 use crate::store::{ChangeKind, FactScope, SharedStore, StoreError};
@@ -82,7 +83,7 @@ const LIFTED_BY_SPEC_WRITES: &[&str] =
 const LIFTED_BY_NODE_WRITES: &[&str] = &["no-eligible-node"];
 
 /// What one reconcile wrote.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct Reconciled {
     /// The nodes whose current assignment set changed.
     pub nodes: BTreeSet<NodeId>,
@@ -98,6 +99,9 @@ pub struct Reconciled {
     pub lease_changes: usize,
     /// How many of them released a lease.
     pub lease_releases: usize,
+    /// The facts of the scope as the reconcile left them (read under the lock, with what it
+    /// wrote), for judging the scope's statuses without reading them again.
+    pub facts: Option<AssignmentFacts>,
 }
 
 impl Reconciled {
@@ -259,8 +263,10 @@ impl AssignmentReconciler {
             tracing::warn!(cluster = %cluster_id, %error, "the services a change touches are not readable; reconciling the cluster");
             whole()
         });
+        let mut judged_from = None;
         let issue = match self.reconcile_twice_if_freed(cluster_id, &touched.scope).await {
             Ok(mut reconciled) => {
+                judged_from = reconciled.facts.take();
                 self.lock_owed().remove(cluster_id);
                 if let Some(asking) = asking {
                     reconciled.nodes.remove(asking);
@@ -284,7 +290,12 @@ impl AssignmentReconciler {
             }
         };
         self.projections.issue_logged(cluster_id, &issue).await;
-        self.refresh_statuses(cluster_id, &touched.scope).await;
+        // The scope's statuses are judged from the facts the reconcile read under its lock and
+        // what it wrote (no second read of the scope); after a failed reconcile, from a new read.
+        match judged_from {
+            Some(facts) => self.record_statuses(cluster_id, &touched.scope, &facts).await,
+            None => self.refresh_statuses(cluster_id, &touched.scope).await,
+        }
     }
 
     /// [`Self::reconcile_locked`], and once more when it released a lease: the services of the
@@ -301,6 +312,7 @@ impl AssignmentReconciler {
             reconciled.claim_changes += again.claim_changes;
             reconciled.lease_changes += again.lease_changes;
             reconciled.lease_releases += again.lease_releases;
+            reconciled.facts = again.facts;
         }
         Ok(reconciled)
     }
@@ -315,6 +327,17 @@ impl AssignmentReconciler {
 
     /// Recomputes the statuses of the scope's services, best effort: a failure is logged and the
     /// next change, read or full pass repairs it.
+    /// Judges the statuses of the scope's services from `facts` and records what changed, best
+    /// effort.
+    async fn record_statuses(&self, cluster_id: &Id, scope: &FactScope, facts: &AssignmentFacts) {
+        let now = self.clock.now_ms();
+        if let Err(error) =
+            judge_and_record_statuses(&self.store, cluster_id, scope, facts, &self.controller, now).await
+        {
+            tracing::warn!(cluster = %cluster_id, %error, "service status refresh failed");
+        }
+    }
+
     async fn refresh_statuses(&self, cluster_id: &Id, scope: &FactScope) {
         let now = self.clock.now_ms();
         if let Err(error) = refresh_statuses(&self.store, cluster_id, scope, &self.controller, now).await {
@@ -340,25 +363,27 @@ impl AssignmentReconciler {
         let issued_at = self.clock.now_ms();
         // An unknown cluster has nothing to issue. Claims are planned first: the assignments
         // seal the claims as they are once these are written.
-        let (claims, changes) = match facts.cluster {
+        let (claims, changes, planned) = match facts.cluster {
             Some(_) => {
                 let lookups = Lookups::of(facts);
                 let claims = plan_claims(facts, &lookups, &self.controller, &key);
-                let facts = with_issued_claims(facts, &claims, issued_at);
-                let changes = plan_assignments(&facts, &lookups, &self.controller, &key);
-                (claims, changes)
+                let planned = with_issued_claims(facts, &claims, issued_at).into_owned();
+                let changes = plan_assignments(&planned, &lookups, &self.controller, &key);
+                (claims, changes, planned)
             }
-            None => (Vec::new(), Vec::new()),
+            None => (Vec::new(), Vec::new(), facts.clone()),
         };
         // Leases follow the assignments where there may be something to allocate or release: a
         // cluster with neither a plan nor a live lease has none (the plan and the leases were
-        // read under this lock, and applying assignments changes neither). A reconcile that
-        // changes no assignment still lets them follow when it was asked for the whole cluster
-        // (a plan written lets waiting assignments get their leases).
-        let leases_follow = (facts.plan.is_some() || !facts.leases.is_empty()) && (!changes.is_empty() || all_leases);
+        // read under this lock, and applying assignments changes neither), nor one whose changes
+        // move no lease (`leases_may_change`). A reconcile asked for all leases (the whole
+        // cluster, a full pass's correction) lets them follow whatever changed: a plan written
+        // lets waiting assignments get their leases.
+        let leases_follow =
+            (facts.plan.is_some() || !facts.leases.is_empty()) && (all_leases || leases_may_change(facts, &changes));
         if claims.is_empty() && changes.is_empty() && !leases_follow {
             locked.rollback().await?;
-            return Ok(Reconciled::default());
+            return Ok(Reconciled { facts: Some(planned), ..Reconciled::default() });
         }
         let nodes = touched_nodes(facts, &changes);
         locked.apply_claims(&claims, issued_at).await?;
@@ -370,12 +395,16 @@ impl AssignmentReconciler {
         };
         if claims.is_empty() && changes.is_empty() && leases.changes == 0 {
             locked.rollback().await?;
-            return Ok(Reconciled::default());
+            return Ok(Reconciled { facts: Some(planned), ..Reconciled::default() });
         }
         locked.commit().await?;
         let claim_nodes = claims.iter().map(|ClaimChange::Issue(signed)| signed.payload.node_id.clone()).collect();
         notify_nodes_changed(&self.store, cluster_id, claim_nodes, &[ChangeKind::Claims]).await;
         tracing::info!(cluster = %cluster_id, claims = claims.len(), changes = changes.len(), leases = leases.changes, nodes = nodes.len(), "runtime assignments reconciled");
+        let mut after = with_changes(planned, &changes);
+        if let Some(leases) = &leases.after {
+            after.leases = leases.clone();
+        }
         Ok(Reconciled {
             nodes,
             lease_nodes: leases.nodes,
@@ -384,6 +413,7 @@ impl AssignmentReconciler {
             claim_changes: claims.len(),
             lease_changes: leases.changes,
             lease_releases: leases.releases,
+            facts: Some(after),
         })
     }
 
@@ -714,7 +744,8 @@ pub async fn leases_follow_assignments(
             tracing::info!(cluster = %plan.cluster_id, changes = changes.len(), "runtime network leases follow assignments");
         }
     }
-    Ok(followed(&facts.leases, &changes))
+    let after = crate::store::network::changed_lease_set(&facts.leases, &changes);
+    Ok(LeasesFollowed { after: Some(after), ..followed(&facts.leases, &changes) })
 }
 
 /// How claims are pushed (from `ControllerSettings`).

@@ -12,6 +12,7 @@ use super::{Controller, DomainError, MissingKind};
 use crate::contract::Id;
 use crate::contract::service_status::{ServiceRuntimeState, ServiceRuntimeStatus, ServiceRuntimeVerdict as Verdict};
 use crate::contract::session::ControllerReference;
+use crate::store::assignments::AssignmentFacts;
 use crate::store::service_status::RecordedStatus;
 use crate::store::{FactScope, SharedStore};
 use std::collections::BTreeSet;
@@ -51,11 +52,24 @@ pub(super) async fn refresh_statuses(
     now_ms: u64,
 ) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
     let facts = store.assignment_facts(cluster_id, scope).await?;
+    judge_and_record_statuses(store, cluster_id, scope, &facts, controller, now_ms).await
+}
+
+/// [`refresh_statuses`] from `facts` of the scope already read (a reconcile's, with what it
+/// wrote).
+pub(super) async fn judge_and_record_statuses(
+    store: &SharedStore,
+    cluster_id: &Id,
+    scope: &FactScope,
+    facts: &AssignmentFacts,
+    controller: &ControllerReference,
+    now_ms: u64,
+) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
     if facts.cluster.is_none() {
         return Ok(Vec::new());
     }
     let status_facts = store.status_facts(cluster_id, scope).await?;
-    let verdicts = recorded_verdicts(judge_services(&facts, &status_facts, controller), now_ms);
+    let verdicts = recorded_verdicts(judge_services(facts, &status_facts, controller), now_ms);
     let recorded = store.record_statuses(cluster_id, scope, &verdicts).await?;
     recorded.iter().map(status_of).collect()
 }

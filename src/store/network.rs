@@ -279,7 +279,7 @@ pub(crate) async fn live_lease_set_on(on: &mut impl HoldsConnection, cluster_id:
 
 /// `leases` after `changes` (checked, each lease changed once): a new generation replaces its
 /// lease or joins the set, a release leaves it. One merge of two sorted lists.
-fn changed_lease_set(leases: &[Arc<RuntimeNetworkLease>], changes: &[LeaseChange]) -> LeaseSet {
+pub fn changed_lease_set(leases: &[Arc<RuntimeNetworkLease>], changes: &[LeaseChange]) -> LeaseSet {
     let mut changed: Vec<(&str, Option<&RuntimeNetworkLease>)> = changes
         .iter()
         .map(|change| match change {

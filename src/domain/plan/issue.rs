@@ -18,7 +18,7 @@ use crate::contract::storage_claim::{
     LocalStorageClaimNodeState as NodeState, LocalStorageLifecycle, RuntimeLocalStorageClaim,
 };
 use crate::contract::{DigestedRecord, Id, NodeId, Sha256Digest};
-use crate::store::assignments::{AssignmentChange, AssignmentFacts};
+use crate::store::assignments::{AssignmentChange, AssignmentFacts, StoredAssignment};
 use crate::store::storage_claims::ClaimChange;
 use ed25519_dalek::SigningKey;
 use std::collections::{BTreeMap, BTreeSet};
@@ -181,6 +181,41 @@ pub fn plan_assignments(
             }
         })
         .collect()
+}
+
+/// The facts as they are once `changes` are written: each new generation the active head of its
+/// assignment, each set entry or exit applied to its head. Pure.
+pub fn with_changes(mut facts: AssignmentFacts, changes: &[AssignmentChange]) -> AssignmentFacts {
+    for change in changes {
+        match change {
+            AssignmentChange::Issue(signed) => {
+                let id = &signed.payload.id;
+                facts.heads.unreadable.retain(|head| head.reference.id != *id);
+                let stored = StoredAssignment { signed: (**signed).clone(), active: true };
+                match facts
+                    .heads
+                    .readable
+                    .binary_search_by(|head| compare_bytes(head.signed.payload.id.as_str(), id.as_str()))
+                {
+                    Ok(index) => facts.heads.readable[index] = stored,
+                    Err(index) => facts.heads.readable.insert(index, stored),
+                }
+            }
+            AssignmentChange::SetActive { id, generation, active } => {
+                for head in facts.heads.readable.iter_mut() {
+                    if head.signed.payload.id == *id && head.signed.payload.generation == *generation {
+                        head.active = *active;
+                    }
+                }
+                for head in facts.heads.unreadable.iter_mut() {
+                    if head.reference.id == *id && head.reference.generation == *generation {
+                        head.active = *active;
+                    }
+                }
+            }
+        }
+    }
+    facts
 }
 
 /// The nodes whose current set the changes touch.

@@ -19,8 +19,9 @@ use crate::contract::service_status::ServiceRuntimeRefusal;
 use crate::contract::{DigestedRecord as _, Id, Ipv4, Ipv4Prefix, Sha256Digest};
 use crate::domain::DomainError;
 use crate::store::StoredNetworkPlan;
+use crate::store::assignments::AssignmentChange;
 use crate::store::assignments::AssignmentFacts;
-use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, lease_by_id};
+use crate::store::network::{LeaseChange, LeaseFacts, LeaseHolder, LeaseSet, lease_by_id};
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -299,6 +300,8 @@ pub struct LeasesFollowed {
     pub nodes: BTreeSet<NodeId>,
     /// The services of the changed leases.
     pub services: BTreeSet<Id>,
+    /// The live lease set after the changes (none when nothing was planned).
+    pub after: Option<LeaseSet>,
 }
 
 /// The nodes and services `changes` of `leases` (the live set they were planned from) touch.
@@ -322,6 +325,37 @@ pub fn followed(leases: &[Arc<RuntimeNetworkLease>], changes: &[LeaseChange]) ->
         }
     }
     followed
+}
+
+/// Whether `changes` (planned against `facts`) can move a lease of the scope: a change that
+/// issues a new assignment id, moves an assignment to another node, organization or service, or
+/// takes one into or out of its node's set — or an active assignment of the scope holds no live
+/// lease yet (its pool was full when it entered its set). Changes that only issue new
+/// generations in place (another image, another environment) leave every lease as it is. Pure.
+pub fn leases_may_change(facts: &AssignmentFacts, changes: &[AssignmentChange]) -> bool {
+    let moves = changes.iter().any(|change| match change {
+        AssignmentChange::SetActive { .. } => true,
+        AssignmentChange::Issue(signed) => {
+            let next = &signed.payload;
+            facts.heads.get(&next.id).is_none_or(|head| {
+                let head_payload = &head.signed.payload;
+                !head.active
+                    || head_payload.node_id != next.node_id
+                    || head_payload.organization_id != next.organization_id
+                    || head_payload.service_id != next.service_id
+            })
+        }
+    });
+    if moves || facts.plan.is_none() {
+        return moves || !facts.leases.is_empty();
+    }
+    let leased: BTreeSet<&Id> = facts
+        .leases
+        .iter()
+        .filter(|lease| facts.scope.covers(&lease.service_id))
+        .map(|lease| &lease.assignment_id)
+        .collect();
+    facts.heads.readable.iter().any(|head| head.active && !leased.contains(&head.signed.payload.id))
 }
 
 /// The services whose leases the assignments of `facts` (read without a lock, for the whole
