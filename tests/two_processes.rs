@@ -268,10 +268,14 @@ async fn a_change_made_through_one_process_reaches_a_node_connected_to_the_other
         "driverOptions": [], "mountOptions": [],
         "initialization": { "kind": "empty", "ownership": { "uid": 1, "gid": 1, "mode": 448 } } });
     pair.call(1, "putServiceRuntimeSpec", db_spec("registry.example/db:2", json!([volume]), json!(2))).await.unwrap();
-    let mut methods = Vec::new();
-    while !methods.contains(&"applyRuntimeLocalStorageClaim".to_owned()) {
+    // The claim's push and the assignment set's push are independent: wait for both, in
+    // whichever order they come, so neither is left to be read as a later push.
+    let (mut claimed, mut assigned) = (false, false);
+    while !(claimed && assigned) {
         let push = pushed_within_bound(&mut agent, "a claim issued through the other process").await;
-        methods.push(push["method"].as_str().unwrap().to_owned());
+        claimed |= push["method"] == json!("applyRuntimeLocalStorageClaim");
+        assigned |= push["method"] == json!("pushRuntimeChanged")
+            && push["request"]["kinds"].as_array().is_some_and(|kinds| kinds.contains(&json!("assignments")));
     }
     assert_eq!(volumes.received().len(), 1);
 
