@@ -227,9 +227,9 @@ pub struct Controller {
     draining: AtomicBool,
     /// The test seam of `registerClusterIngress` (`registration::RegistrationCommitGate`).
     registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
-    /// Reconciles assignments, also in the background (`assignments`).
+    /// Reconciles assignments, also in the background (`runners`).
     reconciler: Arc<runners::AssignmentReconciler>,
-    /// Pushes runtime local storage claims to the nodes of this process (`storage_claims`).
+    /// Pushes runtime local storage claims to the nodes of this process (`runners`).
     claims: Arc<runners::ClaimPusher>,
     /// Issues signed runtime network projections (`projections`).
     projections: Arc<projections::ProjectionIssuer>,

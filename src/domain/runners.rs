@@ -104,13 +104,6 @@ pub struct Reconciled {
     pub facts: Option<AssignmentFacts>,
 }
 
-impl Reconciled {
-    /// True when nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.assignment_changes == 0 && self.claim_changes == 0 && self.lease_changes == 0
-    }
-}
-
 /// Reconciles the assignments of clusters for this process: in the caller's task (an inventory
 /// write) or in the background (after a designation, a claim answer).
 ///

@@ -5,7 +5,7 @@
 //!
 //! * `assignments`, `projection` → `pushRuntimeChanged { kinds }` down the node's socket (a hint:
 //!   the node pulls; a node that misses it converges on its next ask);
-//! * `claims` → the node's claim pusher is woken (`storage_claims::ClaimPusher`);
+//! * `claims` → the node's claim pusher is woken (`runners::ClaimPusher`);
 //! * keys changed → the signing key in use is checked (`signing`);
 //! * a missed signal (the PostgreSQL listener reconnected, this process fell behind) → every
 //!   socket of this process gets `pushRuntimeChanged` with every kind this controller pushes,

@@ -168,7 +168,7 @@ pub trait AssignmentStore: Send + Sync {
 }
 
 /// A write transaction holding a cluster's lock, with the assignment facts read under it
-/// ([`SessionStore::lock_assignments`]). It ends with [`LockedAssignments::commit`] or
+/// ([`AssignmentStore::lock_assignments`]). It ends with [`LockedAssignments::commit`] or
 /// [`LockedAssignments::rollback`]; dropped before either, it rolls back.
 #[async_trait]
 pub trait LockedAssignments: Send {

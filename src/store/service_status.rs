@@ -1,5 +1,5 @@
 //! The store's part for service runtime statuses (`06-storage-claims.md`, "IServiceRuntimeStatus"):
-//! the facts a verdict needs beyond [`AssignmentFacts`](super::sessions::AssignmentFacts) (the
+//! the facts a verdict needs beyond [`AssignmentFacts`](super::assignments::AssignmentFacts) (the
 //! latest reported state of every head assignment, every node's current session) and the last
 //! verdict of every service (`domain::service_status` judges; this file only reads and records).
 //!

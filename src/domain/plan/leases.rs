@@ -289,7 +289,7 @@ pub fn plan_lease_changes(facts: &LeaseFacts, mut new_lease_id: impl FnMut() -> 
     changes
 }
 
-/// What [`leases_follow_assignments`] wrote.
+/// What [`leases_follow_assignments`](crate::domain::runners::leases_follow_assignments) wrote.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LeasesFollowed {
     /// How many lease changes.

@@ -1,5 +1,5 @@
 //! What a cluster should look like: the plan, pure. From the facts the store read for a scope of
-//! services (`store::sessions::AssignmentFacts`), it decides each spec's verdict ([`verdicts`]),
+//! services (`store::assignments::AssignmentFacts`), it decides each spec's verdict ([`verdicts`]),
 //! what to issue — the assignments and claims the specs call for, as changes to what is issued
 //! ([`issue`]) — each service's status ([`status`]), and the lease changes that make the live
 //! leases follow the assignments ([`leases`]). The floors, each using only those below it:
