@@ -115,6 +115,19 @@ pub enum KeyError {
     /// A key file does not hold 32 bytes of lowercase hex.
     #[error("key file {0} is malformed: it must hold 64 lowercase hex characters")]
     Malformed(PathBuf),
+    /// A key file that its group or others may read or write: its key may have been copied or
+    /// replaced, so it is not used (as ssh refuses such a private key).
+    #[error(
+        "key file {path} has mode {mode:04o}: a controller key must be readable and writable by its owner only; \
+         run `chmod 600 {path}` (and check who could have read it), then start again",
+        path = .path.display()
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A key file does not exist (and was not to be created).
     #[error(
         "key file {0} does not exist: this data directory has no controller keys; start `cloudly serve` \
@@ -730,13 +743,27 @@ impl KeyFiles {
     }
 }
 
-/// The key held by `path`, or `None` when the file does not exist.
+/// The key held by `path`, or `None` when the file does not exist. Every key file is read here:
+/// one its group or others may read or write is [`KeyError::Exposed`], judged from the file that
+/// was opened (not from a second look at the path).
 fn read_key_file(path: &Path) -> Result<Option<[u8; 32]>, KeyError> {
-    match fs::read_to_string(path) {
-        Ok(text) => Ok(Some(decode_hex(text.trim()).ok_or_else(|| KeyError::Malformed(path.to_owned()))?)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(KeyError::Io { path: path.to_owned(), source }),
+    let io = |source| KeyError::Io { path: path.to_owned(), source };
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(io(source)),
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = file.metadata().map_err(io)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Exposed { path: path.to_owned(), mode });
+        }
     }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(io)?;
+    Ok(Some(decode_hex(text.trim()).ok_or_else(|| KeyError::Malformed(path.to_owned()))?))
 }
 
 /// Writes `key` to `path` (mode 0600) unless `path` exists; answers whether it wrote it. The key
@@ -859,9 +886,48 @@ mod tests {
     fn a_malformed_key_file_is_named_not_echoed() {
         let dir = scratch();
         fs::create_dir_all(dir.join("keys")).unwrap();
-        fs::write(dir.join("keys/identity.ed25519"), "not-a-key-SECRETISH").unwrap();
+        write_new_private_file(&dir.join("keys/identity.ed25519"), b"not-a-key-SECRETISH").unwrap();
         let error = ControllerKeys::load(&dir).unwrap_err().to_string();
         assert!(error.contains("malformed") && !error.contains("SECRETISH"), "{error}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_its_group_or_others_may_read_is_refused_naming_its_mode_and_the_fix() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch();
+        let created = ControllerKeys::create(&dir).unwrap();
+        for role in KeyRole::ALL {
+            let path = dir.join("keys").join(key_file_name(role));
+            for mode in [0o644, 0o640, 0o604, 0o660, 0o602] {
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+                let error = ControllerKeys::load(&dir).unwrap_err();
+                assert!(
+                    matches!(&error, KeyError::Exposed { path: named, mode: found } if *named == path && *found == mode)
+                );
+                let text = error.to_string();
+                assert!(
+                    text.contains(&format!("mode {mode:04o}"))
+                        && text.contains(&format!("chmod 600 {}", path.display()))
+                );
+                assert!(!text.contains(&encode_hex(created.secret_key())), "{text}");
+            }
+            // Owner-only modes stand.
+            for mode in [0o600, 0o400] {
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+                ControllerKeys::load(&dir).unwrap();
+            }
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        // A running controller does not take a rotated key from an exposed file either.
+        let signing = dir.join("keys").join(key_file_name(KeyRole::Signing));
+        fs::set_permissions(&signing, fs::Permissions::from_mode(0o644)).unwrap();
+        let wanted = key_id(&created.signing.verifying_key());
+        assert!(matches!(
+            DataDirSigningKeys::new(&dir.join("keys")).signing_key(&wanted),
+            Err(KeyError::Exposed { .. })
+        ));
         fs::remove_dir_all(dir).unwrap();
     }
 

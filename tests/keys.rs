@@ -92,6 +92,45 @@ fn cloudly(data_dir: &Path, database_url: &str, args: &[&str]) -> std::process::
 // ---------------------------------------------------------------------------------------------
 // The real binary.
 
+on_both_stores!(a_key_file_others_may_read_refuses_every_command_that_reads_keys, |backend| async move {
+    use std::os::unix::fs::PermissionsExt as _;
+    let database = TestDatabase::create(backend).await;
+    let scratch = Scratch::new("cloudly-key-modes");
+    let data_dir = scratch.join("data");
+    start(&data_dir, &database.url).serving().terminate();
+    let recorded = recorded_key_ids(&database).await;
+
+    for role in KeyRole::ALL {
+        let path = data_dir.join("keys").join(key_file_name(role));
+        for mode in [0o644, 0o640] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let named = |text: &str| {
+                text.contains(&format!("key file {} has mode {mode:04o}", path.display()))
+                    && text.contains(&format!("chmod 600 {}", path.display()))
+            };
+            let (status, log) = start(&data_dir, &database.url).refused();
+            assert!(!status.success(), "{status:?}");
+            assert!(named(log.lines().last().unwrap_or_default()), "{log}");
+            let issue = ["identity", "issue", "--name", "Ada", "--user-id", "ada", "--role", "viewer"];
+            for args in [&issue[..], &["keys", "rotate"], &["keys", "adopt", "--i-understand-old-keys-stop-working"]] {
+                let refused = cloudly(&data_dir, &database.url, args);
+                assert!(!refused.status.success(), "{args:?}");
+                assert!(
+                    named(&String::from_utf8_lossy(&refused.stderr)),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&refused.stderr)
+                );
+            }
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    assert_eq!(recorded_key_ids(&database).await, recorded, "no refused command recorded or rotated a key");
+    assert_eq!(key_files(&data_dir).len(), 3, "nothing was created: {:?}", key_files(&data_dir));
+    start(&data_dir, &database.url).serving().terminate();
+    drop(scratch);
+    database.drop_now().await;
+});
+
 on_both_stores!(deleting_any_key_file_of_a_populated_deployment_refuses_to_start, |backend| async move {
     let database = TestDatabase::create(backend).await;
     let scratch = Scratch::new("cloudly-keys");
