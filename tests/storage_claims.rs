@@ -176,6 +176,51 @@ on_both_stores!(two_empty_volumes_are_claimed_pushed_sealed_and_converge, |backe
     service.stop().await;
 });
 
+on_both_stores!(a_service_whose_node_runs_it_before_confirming_its_storage_is_not_converged, |backend| async move {
+    let service = start(backend).await;
+    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750)]), Value::Null).await;
+    // The node takes the first push and does not answer it (it answers the retry honestly).
+    let volumes = NodeVolumes::new();
+    volumes.script([ClaimReply::Silent]);
+    let (agent, session) = node_one(&service, &volumes).await;
+    let assignment = eventually("the db assignment", || db_assignment(&agent, &session)).await;
+    assert_eq!(assignment["payload"]["workload"]["storage"].as_array().map(Vec::len), Some(1));
+    assert_ne!(claim_of(&service, "data").await["node"]["state"], json!("ready"), "not answered yet");
+    agent
+        .call(
+            "reportRuntimeAssignmentState",
+            json!({ "session": session, "assignment": reference(&assignment["payload"]), "state": "ready" }),
+        )
+        .await
+        .unwrap();
+    // Running, but the storage it seals is not confirmed: waiting, not converged.
+    assert_eq!(status(&service).await, (json!("waiting"), json!("storage-import-pending")));
+    // Once the node answers the retried push `ready`, the service converges without another write.
+    head_state(&service, "data", "ready").await;
+    eventually("converged", || async { (status(&service).await.0 == json!("converged")).then_some(()) }).await;
+
+    // A new session: until the node answers the claim again under it, the service is not
+    // converged (its assignment is not running under the new session either).
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    drop(agent);
+    let renewed = NodeAgent::connect_with(&service, volumes.clone()).await;
+    let session = renewed.open("c1", "node-1", &bearer).await;
+    assert_ne!(status(&service).await.0, json!("converged"));
+    let assignment = eventually("the db assignment", || db_assignment(&renewed, &session)).await;
+    renewed
+        .call(
+            "reportRuntimeAssignmentState",
+            json!({ "session": session, "assignment": reference(&assignment["payload"]), "state": "ready" }),
+        )
+        .await
+        .unwrap();
+    eventually("converged under the new session", || async {
+        (status(&service).await.0 == json!("converged")).then_some(())
+    })
+    .await;
+    service.stop().await;
+});
+
 on_both_stores!(an_import_volume_waits_until_the_node_answers_ready, |backend| async move {
     let service = start(backend).await;
     put_db(&service, json!([import_volume("seed", "/srv/seed")]), Value::Null).await;

@@ -11,23 +11,28 @@ CREATE INDEX service_runtime_statuses_by_reason
     ON service_runtime_statuses (cluster_id, reason) WHERE reason IS NOT NULL;
 
 -- The volume ids each service's current spec declares (none for a deleted service), written with
--- the spec: who else declares a volume id is a lookup, not a scan of every spec.
+-- the spec: who else declares a volume id is a lookup, not a scan of every spec. `declared` orders
+-- the declarations of a cluster (the first declarer of a volume id holds it; a revision that keeps
+-- a volume keeps its place).
 CREATE TABLE service_volumes (
-    cluster_id TEXT NOT NULL,
-    volume_id  TEXT NOT NULL,
-    service_id TEXT NOT NULL,
+    cluster_id TEXT   NOT NULL,
+    volume_id  TEXT   NOT NULL,
+    service_id TEXT   NOT NULL,
+    declared   BIGINT NOT NULL CHECK (declared >= 1),
     PRIMARY KEY (cluster_id, volume_id, service_id),
     FOREIGN KEY (cluster_id, service_id) REFERENCES services (cluster_id, service_id)
 );
 CREATE INDEX service_volumes_by_service ON service_volumes (cluster_id, service_id);
+CREATE INDEX service_volumes_by_declared ON service_volumes (cluster_id, declared);
 
-INSERT INTO service_volumes (cluster_id, volume_id, service_id)
-SELECT DISTINCT s.cluster_id, v.value ->> 'id', s.service_id
-  FROM services s
-  JOIN service_spec_revisions r
-    ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision
- CROSS JOIN LATERAL jsonb_array_elements(r.body::jsonb -> 'volumes') AS v(value)
- WHERE NOT s.deleted;
+INSERT INTO service_volumes (cluster_id, volume_id, service_id, declared)
+SELECT cluster_id, volume_id, service_id, ROW_NUMBER() OVER (PARTITION BY cluster_id ORDER BY service_id, volume_id)
+  FROM (SELECT DISTINCT s.cluster_id, v.value ->> 'id' AS volume_id, s.service_id
+          FROM services s
+          JOIN service_spec_revisions r
+            ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id AND r.revision = s.current_revision
+         CROSS JOIN LATERAL jsonb_array_elements(r.body::jsonb -> 'volumes') AS v(value)
+         WHERE NOT s.deleted) declared_volumes;
 
 -- The reconcile lock of each cluster: the reconciles, projection issues, address plan writes and
 -- route writes of a cluster serialize on its row, so the cluster row itself is held only by the

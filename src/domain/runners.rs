@@ -70,6 +70,10 @@ pub enum Change {
     Designation(BTreeSet<Id>),
     /// A claim's recorded state or an operator's decision on it changed: its service.
     Claims(BTreeSet<Id>),
+    /// Something only a status reads was reported (a claim answered again, under a new session or
+    /// in a state the plan does not read): these services' statuses are judged again, nothing is
+    /// reconciled.
+    Reported(BTreeSet<Id>),
     /// Everything may have moved (an address plan written, a reconcile that failed before).
     Everything,
 }
@@ -230,7 +234,7 @@ impl AssignmentReconciler {
                     services.extend(touched.iter().cloned());
                     granting.extend(touched.iter().cloned());
                 }
-                Change::Claims(touched) => services.extend(touched.iter().cloned()),
+                Change::Claims(touched) | Change::Reported(touched) => services.extend(touched.iter().cloned()),
             }
         }
         if !written.is_empty() {
@@ -250,6 +254,18 @@ impl AssignmentReconciler {
     /// a failure is logged and makes the cluster owed (its next change reconciles it whole).
     async fn reconcile_changes(&self, cluster_id: &Id, changes: &[Change], asking: Option<&NodeId>) {
         let owed = self.lock_owed().contains(cluster_id);
+        if !owed && changes.iter().all(|change| matches!(change, Change::Reported(_))) {
+            // Nothing the plan reads moved: only the statuses of the services reported on.
+            let services = changes
+                .iter()
+                .flat_map(|change| match change {
+                    Change::Reported(services) => services.iter().cloned().collect::<Vec<_>>(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            self.refresh_statuses(cluster_id, &FactScope::Services(services)).await;
+            return;
+        }
         let whole = || Touched { scope: FactScope::Cluster, nodes: BTreeSet::new(), granting: BTreeSet::new() };
         let touched = if owed { Ok(whole()) } else { self.touched(cluster_id, changes).await };
         let touched = touched.unwrap_or_else(|error| {
@@ -782,6 +798,9 @@ struct Pass {
     next: Option<Instant>,
     /// The services of the claims whose recorded state changed in a way the plan reads.
     changed: BTreeSet<Id>,
+    /// The services of the claims whose recorded state or session changed otherwise (their
+    /// statuses move: `converged` waits for every sealed claim `ready` under the current session).
+    reported: BTreeSet<Id>,
     /// True when the node has no current session on a socket of this process.
     disconnected: bool,
 }
@@ -857,9 +876,7 @@ impl ClaimPusher {
             let requested = self.lock_workers().get(&key).map_or(covered, |worker| worker.requested);
             let pass = self.pass(&key.0, &key.1, &mut retries).await;
             covered = requested;
-            if !pass.changed.is_empty() {
-                self.states_changed(&key.0, pass.changed);
-            }
+            self.states_changed(&key.0, pass.changed, pass.reported);
             if pass.disconnected {
                 let mut workers = self.lock_workers();
                 if workers.get(&key).is_none_or(|worker| worker.requested == covered) {
@@ -877,19 +894,23 @@ impl ClaimPusher {
         }
     }
 
-    /// Schedules a reconcile of the services whose claims' recorded state changed in a way the
-    /// plan reads: it can let an assignment be issued (an `import` volume became `ready`) and
-    /// moves statuses.
-    fn states_changed(&self, cluster_id: &Id, services: BTreeSet<Id>) {
-        if let Some(reconciler) = self.reconciler.get().and_then(Weak::upgrade) {
-            reconciler.schedule(cluster_id, Change::Claims(services));
+    /// Schedules, in the background, a reconcile of the services whose claims' recorded state
+    /// changed in a way the plan reads (it can let an assignment be issued: an `import` volume
+    /// became `ready`), and a judgement of the statuses of those whose answers moved otherwise.
+    fn states_changed(&self, cluster_id: &Id, changed: BTreeSet<Id>, reported: BTreeSet<Id>) {
+        let Some(reconciler) = self.reconciler.get().and_then(Weak::upgrade) else { return };
+        if !changed.is_empty() {
+            reconciler.schedule(cluster_id, Change::Claims(changed));
+        }
+        if !reported.is_empty() {
+            reconciler.schedule(cluster_id, Change::Reported(reported));
         }
     }
 
     /// One pass over the node's claims: pushes each head that needs it and is not waiting out a
     /// retry, and records what came back.
     async fn pass(&self, cluster_id: &Id, node_id: &NodeId, retries: &mut HashMap<(Id, u64), Retry>) -> Pass {
-        let mut pass = Pass { next: None, changed: BTreeSet::new(), disconnected: false };
+        let mut pass = Pass { next: None, changed: BTreeSet::new(), reported: BTreeSet::new(), disconnected: false };
         let Some(session) = self.links.connected_session(cluster_id, node_id) else {
             pass.disconnected = true;
             return pass;
@@ -897,6 +918,7 @@ impl ClaimPusher {
         let retry_soon = || Pass {
             next: Some(Instant::now() + self.settings.retry_initial),
             changed: BTreeSet::new(),
+            reported: BTreeSet::new(),
             disconnected: false,
         };
         // The store decides which session is current (several processes agree on it).
@@ -942,10 +964,12 @@ impl ClaimPusher {
             let retry = match pushed {
                 Pushed::Gone => return Pass { disconnected: true, ..pass },
                 Pushed::Answered(response) => match self.record_answer(&session, stored, &response).await {
-                    Ok(changed) => {
-                        if changed {
-                            pass.changed.insert(claim.service_id.clone());
-                        }
+                    Ok(moved) => {
+                        match moved {
+                            AnswerMoved::Plan => pass.changed.insert(claim.service_id.clone()),
+                            AnswerMoved::Status => pass.reported.insert(claim.service_id.clone()),
+                            AnswerMoved::Nothing => false,
+                        };
                         response.state == NodeState::ImportRequired
                     }
                     Err(error) => {
@@ -1008,14 +1032,14 @@ impl ClaimPusher {
     }
 
     /// Records a bound answer on the generation pushed (and, for `historical`, on the newer
-    /// generation it names when this controller issued it with that digest). True when the
-    /// pushed generation's state changed.
+    /// generation it names when this controller issued it with that digest). Answers what the
+    /// answer moved.
     async fn record_answer(
         &self,
         session: &RuntimeSessionReference,
         stored: &StoredClaim,
         response: &ApplyRuntimeLocalStorageClaimResponse,
-    ) -> Result<bool, DomainError> {
+    ) -> Result<AnswerMoved, DomainError> {
         let claim = &stored.signed.payload;
         let answer = ClaimAnswer {
             status: status_text(response.status).to_owned(),
@@ -1035,8 +1059,26 @@ impl ClaimPusher {
         tracing::info!(cluster = %cluster_id, claim = %claim.id, generation = claim.generation, status = %answer.status, state = %answer.state, "claim answer recorded");
         let before = node_state(stored);
         let historical = response.status == ApplyRuntimeLocalStorageClaimStatus::Historical;
-        Ok(before != Some(response.state) && (historical || state_change_moves_the_plan(claim, before, response.state)))
+        let state_moved = before != Some(response.state);
+        if state_moved && (historical || state_change_moves_the_plan(claim, before, response.state)) {
+            return Ok(AnswerMoved::Plan);
+        }
+        let session_moved = stored.answer.as_ref().is_none_or(|before| {
+            before.session_id != answer.session_id || before.session_generation != answer.session_generation
+        });
+        Ok(if state_moved || session_moved { AnswerMoved::Status } else { AnswerMoved::Nothing })
     }
+}
+
+/// What a recorded claim answer moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AnswerMoved {
+    /// What the plan issues (a reconcile of the claim's service).
+    Plan,
+    /// Only its service's status (the answer's state or session changed).
+    Status,
+    /// Nothing.
+    Nothing,
 }
 
 /// True when a claim's node state going from `before` to `after` can change what the plan calls

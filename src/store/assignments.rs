@@ -96,8 +96,9 @@ pub struct AssignmentFacts {
     /// The current spec of every service of the scope that is not deleted, sorted by service id.
     pub services: Vec<ServiceRuntimeSpec>,
     /// For every volume id a spec of `services` declares, the services of the cluster whose
-    /// current spec declares it (`service_volumes`).
-    pub volume_declarers: BTreeMap<Id, BTreeSet<Id>>,
+    /// current spec declares it, in the order they came to declare it (`service_volumes`): the
+    /// first holds it.
+    pub volume_declarers: BTreeMap<Id, Vec<Id>>,
     /// The cluster's current Pallet ingress designation.
     pub designation: Option<ClusterIngressDesignation>,
     /// The head generation of every assignment of the scope's services (active or not), sorted
@@ -298,10 +299,13 @@ async fn read_facts(
     let (nodes, declarer_rows) = match scope {
         FactScope::Cluster => (
             cluster_nodes(on, backend, cluster_id).await?,
-            Statement::new("SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1")
-                .text(cluster_id.as_str())
-                .fetch_all(on)
-                .await?,
+            Statement::new(
+                "SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1 \
+                 ORDER BY declared, service_id",
+            )
+            .text(cluster_id.as_str())
+            .fetch_all(on)
+            .await?,
         ),
         FactScope::Services(_) => {
             let node_ids: BTreeSet<&str> =
@@ -315,7 +319,8 @@ async fn read_facts(
                 rows_by_ids(
                     on,
                     cluster_id,
-                    "SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1 AND {ids}",
+                    "SELECT volume_id, service_id FROM service_volumes WHERE cluster_id = $1 AND {ids} \
+                     ORDER BY declared, service_id",
                     "volume_id",
                     &volume_ids,
                 )
@@ -323,10 +328,10 @@ async fn read_facts(
             )
         }
     };
-    let mut volume_declarers: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+    let mut volume_declarers: BTreeMap<Id, Vec<Id>> = BTreeMap::new();
     for row in &declarer_rows {
         let (volume_id, service_id) = rows::service_volume(row)?;
-        volume_declarers.entry(volume_id).or_default().insert(service_id);
+        volume_declarers.entry(volume_id).or_default().push(service_id);
     }
     let leases =
         if facts.live_leases { super::network::live_lease_set_on(on, cluster_id).await? } else { Arc::default() };

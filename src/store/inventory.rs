@@ -238,27 +238,46 @@ async fn service_head(
 }
 
 /// Makes `volume_ids` the volume ids the service's current spec declares (`service_volumes`: none
-/// for a deleted service), so the services declaring a volume id are found by key.
+/// for a deleted service), so the services declaring a volume id are found by key. A volume the
+/// service keeps declaring keeps its place in the cluster's order of declarations (`declared`); a
+/// newly declared one comes after every declaration of the cluster (the caller holds the
+/// cluster's lock).
 async fn replace_service_volumes(
     transaction: &mut impl HoldsConnection,
     cluster_id: &Id,
     service_id: &Id,
     volume_ids: &BTreeSet<&str>,
 ) -> Result<(), StoreError> {
-    Statement::new("DELETE FROM service_volumes WHERE cluster_id = $1 AND service_id = $2")
-        .text(cluster_id.as_str())
-        .text(service_id.as_str())
-        .execute(transaction)
-        .await?;
-    if volume_ids.is_empty() {
+    let kept: BTreeSet<String> =
+        Statement::new("SELECT volume_id FROM service_volumes WHERE cluster_id = $1 AND service_id = $2")
+            .text(cluster_id.as_str())
+            .text(service_id.as_str())
+            .fetch_all(transaction)
+            .await?
+            .iter()
+            .map(|row| row.text("volume_id"))
+            .collect::<Result<_, _>>()?;
+    for dropped in kept.iter().filter(|volume_id| !volume_ids.contains(volume_id.as_str())) {
+        Statement::new("DELETE FROM service_volumes WHERE cluster_id = $1 AND service_id = $2 AND volume_id = $3")
+            .text(cluster_id.as_str())
+            .text(service_id.as_str())
+            .text(dropped)
+            .execute(transaction)
+            .await?;
+    }
+    let added: Vec<&&str> = volume_ids.iter().filter(|volume_id| !kept.contains(**volume_id)).collect();
+    if added.is_empty() {
         return Ok(());
     }
     let mut insert = Statement::composed(format!(
-        "INSERT INTO service_volumes (cluster_id, service_id, volume_id) VALUES {}",
-        placeholder_rows(volume_ids.len(), 2, "$1, ", "")
+        "INSERT INTO service_volumes (cluster_id, service_id, volume_id, declared) \
+         SELECT v.column1, v.column2, v.column3, \
+           (SELECT COALESCE(MAX(d.declared), 0) + 1 FROM service_volumes d WHERE d.cluster_id = $1) \
+         FROM (VALUES {}) AS v",
+        placeholder_rows(added.len(), 2, "$1, ", "")
     ))
     .text(cluster_id.as_str());
-    for volume_id in volume_ids {
+    for volume_id in added {
         insert = insert.text(service_id.as_str()).text(volume_id);
     }
     insert.execute(transaction).await?;

@@ -19,7 +19,7 @@ pub struct Lookups<'facts> {
     pool_leases: BTreeMap<&'facts Id, u64>,
     /// Live leases in its organization's workload pool by service (the facts' specs).
     service_pool_leases: HashMap<(&'facts Id, &'facts Id), u64>,
-    volume_declarers: &'facts BTreeMap<Id, BTreeSet<Id>>,
+    volume_declarers: &'facts BTreeMap<Id, Vec<Id>>,
 }
 
 impl<'facts> Lookups<'facts> {
@@ -70,13 +70,16 @@ impl<'facts> Lookups<'facts> {
             - self.service_pool_leases.get(&(organization_id, service_id)).copied().unwrap_or(0)
     }
 
-    /// True when a service other than the spec's declares one of the spec's volume ids.
-    pub fn another_service_declares_a_volume_of(&self, spec: &ServiceRuntimeSpec) -> bool {
+    /// True when another service holds one of the spec's volume ids: it declared the id before
+    /// the spec's service did (the first declarer of a volume id holds it, so a later declarer
+    /// never takes it from a service that runs with it).
+    pub fn another_service_holds_a_volume_of(&self, spec: &ServiceRuntimeSpec) -> bool {
         let body = &spec.body;
         body.volumes.iter().any(|volume| {
             self.volume_declarers
                 .get(&volume.id)
-                .is_some_and(|services| services.iter().any(|service_id| *service_id != body.service_id))
+                .and_then(|services| services.first())
+                .is_some_and(|holder| *holder != body.service_id)
         })
     }
 }

@@ -1,16 +1,23 @@
 //! The status of a scope's services (`06-storage-claims.md`, "IServiceRuntimeStatus"): a spec the
 //! verdict blocks is `refused` or `waiting`; one that passes is `converged` when every assignment
 //! it calls for is running (its head carries what the spec calls for, is in its node's set, and
-//! its latest state is `ready` under the node's current session), else `converging`.
+//! its latest state is `ready` under the node's current session) **and every claim those
+//! assignments seal was answered `ready` by its node under the node's current session**; while
+//! its assignments run but a sealed claim is not, it is `waiting` with `storage-import-pending`
+//! (the table's one storage reason: the node has not confirmed the volume's storage — imported
+//! or initialized; a reason outside the table would fail `validateServiceRuntimeStatus`);
+//! otherwise `converging`.
 
 use super::assignments::{self, is_ready_under};
+use super::claims::node_state;
 use super::issue::desired_assignments;
 use super::lookups::Lookups;
 use super::verdicts::blocking_verdict;
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::reader::compare_bytes;
-use crate::contract::service_status::ServiceRuntimeVerdict as Verdict;
+use crate::contract::service_status::{ServiceRuntimeVerdict as Verdict, ServiceRuntimeWaitingReason as Waiting};
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
+use crate::contract::storage_claim::LocalStorageClaimNodeState as NodeState;
 use crate::contract::{Id, NodeId};
 use crate::store::assignments::AssignmentFacts;
 use crate::store::service_status::{RecordedStatus, StatusFacts};
@@ -39,6 +46,18 @@ pub fn judge_services(
                 .zip(sessions.get(&payload.node_id))
                 .is_some_and(|(reported, session)| is_ready_under(reported, session))
     };
+    // Every claim the draft seals answered `ready` by its node under the node's current session.
+    let storage_ready = |draft: &RuntimeAssignment| {
+        draft.workload.storage.iter().all(|sealed| {
+            facts.claims.get(&sealed.id).is_some_and(|head| {
+                head.signed.payload.reference() == *sealed
+                    && node_state(head) == Some(NodeState::Ready)
+                    && head.answer.as_ref().zip(sessions.get(&draft.node_id)).is_some_and(|(answer, session)| {
+                        answer.session_id == session.id && answer.session_generation == session.generation
+                    })
+            })
+        })
+    };
     let mut drafts_of: BTreeMap<&Id, Vec<&RuntimeAssignment>> = BTreeMap::new();
     for draft in desired.values() {
         drafts_of.entry(&draft.service_id).or_default().push(draft);
@@ -49,7 +68,13 @@ pub fn judge_services(
         .map(|spec| {
             let verdict =
                 blocking_verdict(spec, facts, &lookups).unwrap_or_else(|| match drafts_of.get(&spec.body.service_id) {
-                    Some(drafts) if drafts.iter().all(|draft| running(draft)) => Verdict::Converged,
+                    Some(drafts) if drafts.iter().all(|draft| running(draft)) => {
+                        if drafts.iter().all(|draft| storage_ready(draft)) {
+                            Verdict::Converged
+                        } else {
+                            Verdict::Waiting(Waiting::StorageImportPending)
+                        }
+                    }
                     _ => Verdict::Converging,
                 });
             (spec.body.service_id.clone(), (spec.revision, verdict))

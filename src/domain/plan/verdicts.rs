@@ -57,9 +57,10 @@ const LOCAL_DRIVER: &str = "local";
 
 /// True when the spec's volumes would be mounted by more than one workload
 /// (`volume-shared-unsupported`): it declares a volume and runs more than one replica, or
-/// another service of the cluster declares a volume with the same id.
+/// another service of the cluster holds a volume with the same id (declared it first: **a write
+/// never takes a volume from the service that holds it**, so only the later declarer is refused).
 fn volume_shared(spec: &ServiceRuntimeSpec, lookups: &Lookups) -> bool {
-    !spec.body.volumes.is_empty() && (spec.body.replicas > 1 || lookups.another_service_declares_a_volume_of(spec))
+    !spec.body.volumes.is_empty() && (spec.body.replicas > 1 || lookups.another_service_holds_a_volume_of(spec))
 }
 
 /// True when the spec trips `refusal`.
@@ -146,7 +147,7 @@ mod tests {
     use crate::contract::inventory::parse_service_spec_body;
     use crate::store::FactScope;
     use serde_json::{Value, json};
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     /// A one-replica spec of `service` on one node declaring `volume_ids` (sorted, unique).
     fn spec(service: &str, volume_ids: &[&str]) -> ServiceRuntimeSpec {
@@ -170,10 +171,14 @@ mod tests {
 
     /// Facts holding `services` and the declarers of their volume ids, as the store reads them.
     fn facts_of(services: &[ServiceRuntimeSpec]) -> AssignmentFacts {
-        let mut volume_declarers: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+        // Declared in the order of `services`.
+        let mut volume_declarers: BTreeMap<Id, Vec<Id>> = BTreeMap::new();
         for spec in services {
             for volume in &spec.body.volumes {
-                volume_declarers.entry(volume.id.clone()).or_default().insert(spec.body.service_id.clone());
+                let declarers = volume_declarers.entry(volume.id.clone()).or_default();
+                if !declarers.contains(&spec.body.service_id) {
+                    declarers.push(spec.body.service_id.clone());
+                }
             }
         }
         AssignmentFacts {
@@ -198,11 +203,15 @@ mod tests {
     }
 
     #[test]
-    fn services_declaring_one_volume_id_are_all_refused_and_others_are_not() {
+    fn the_first_declarer_of_a_volume_id_holds_it_and_every_later_one_is_refused() {
+        // Declared in the order listed: `api` first holds `data`.
         let services = [spec("api", &["cache", "data"]), spec("db", &["data"]), spec("logs", &["logs"])];
-        assert_eq!(shared(&services), ["api", "db"]);
-        let services = [spec("a", &["data"]), spec("b", &["data"]), spec("c", &["data"]), spec("d", &[])];
-        assert_eq!(shared(&services), ["a", "b", "c"]);
+        assert_eq!(shared(&services), ["db"]);
+        let services = [spec("c", &["data"]), spec("a", &["data"]), spec("b", &["data"]), spec("d", &[])];
+        assert_eq!(shared(&services), ["a", "b"]);
+        // Once the holder no longer declares it, the next declarer holds it.
+        let services = [spec("c", &["other"]), spec("a", &["data"]), spec("b", &["data"])];
+        assert_eq!(shared(&services), ["b"]);
     }
 
     #[test]
@@ -225,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn a_spec_outside_the_facts_is_shared_when_a_service_of_the_facts_declares_its_volume() {
+    fn a_spec_outside_the_facts_is_shared_when_a_service_of_the_facts_holds_its_volume() {
         let facts = facts_of(&[spec("db", &["data"])]);
         let lookups = Lookups::of(&facts);
         assert!(volume_shared(&spec("api", &["data"]), &lookups));
