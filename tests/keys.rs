@@ -682,7 +682,8 @@ on_both_stores!(
 
         // A pending file holding a key the store does not use keeps every rotation out.
         let stray = ControllerKeys::generate().unwrap();
-        std::fs::write(&pending, format!("{}\n", hex(&stray.signing.to_bytes()))).unwrap();
+        cloudly::keys::write_new_private_file(&pending, format!("{}\n", hex(&stray.signing.to_bytes())).as_bytes())
+            .unwrap();
         let error = rotate_signing_key(&data_dir.join("keys"), store.as_ref(), NOW + 1).await.unwrap_err();
         assert!(matches!(&error, KeyError::RotationPending { path, .. } if path == &pending), "{error}");
         assert!(error.to_string().contains(&stray.key_id(KeyRole::Signing)), "{error}");
