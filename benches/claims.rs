@@ -340,7 +340,12 @@ struct Report {
 async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> {
     // The serving line, and one line per stored claim answer.
     let log_filter = "warn,cloudly::server=info,cloudly::domain::runners=info";
-    let server = start_with(&scratch.join("data"), &database.url, &[("RUST_LOG", log_filter)]).serving();
+    let server = start_with(
+        &scratch.join("data"),
+        &database.url,
+        &[("RUST_LOG", log_filter), support::bench::ONE_ADDRESS_FOR_A_FLEET],
+    )
+    .serving();
     let pid = server.pid();
     let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
     database_statements(&database.url, PGBENCH_TABLE).await?;

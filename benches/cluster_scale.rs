@@ -901,6 +901,7 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
         &database.url,
         &[
             ("RUST_LOG", log_filter),
+            support::bench::ONE_ADDRESS_FOR_A_FLEET,
             ("CLOUDLY_RECONCILE_FULL_PASS_MS", &full_pass_ms),
             // One socket per agent (the default 256 is enough for the default 200).
             ("CLOUDLY_MAX_SOCKETS", &sockets),

@@ -374,6 +374,7 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
         &database.url,
         &[
             ("RUST_LOG", "warn,cloudly::server=info"),
+            support::bench::ONE_ADDRESS_FOR_A_FLEET,
             // The relay connects once and then only registers: its lease outlasts the run.
             ("CLOUDLY_RELAY_LEASE_MS", "86400000"),
         ],

@@ -169,6 +169,9 @@ impl ServerProcess {
             .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
             .env("CLOUDLY_DATA_DIR", data_dir)
             .env("CLOUDLY_DATABASE_URL", database_url)
+            // Every simulated node and client connects from 127.0.0.1; in a fleet each has an
+            // address of its own, so the per-address cap would measure this harness, not the server.
+            .env("CLOUDLY_MAX_CONNECTIONS_PER_PEER", "1000000")
             // warn for everything, but the serving line (info) names the bound address.
             .env("RUST_LOG", "warn,cloudly::server=info")
             .stdin(std::process::Stdio::null())

@@ -92,9 +92,17 @@ pub struct ServeConfig {
     /// requests; then it is closed.
     #[arg(long, env = "CLOUDLY_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
     pub header_read_timeout_ms: u64,
-    /// HTTP connections served at once; more wait in the listener's queue.
+    /// Milliseconds a new connection may take to send its first request head; then it is closed.
+    #[arg(long, env = "CLOUDLY_FIRST_HEAD_TIMEOUT_MS", default_value_t = 2_000)]
+    pub first_head_timeout_ms: u64,
+    /// HTTP connections open at once; at the cap a new one takes the place of the oldest that has
+    /// not delivered a whole request, or waits in the listen queue when every one has.
     #[arg(long, env = "CLOUDLY_MAX_CONNECTIONS", default_value_t = 512)]
     pub max_connections: usize,
+    /// HTTP connections open at once from one peer address; more are answered 503 and closed.
+    /// Behind a proxy every client shares its address: raise it to --max-connections there.
+    #[arg(long, env = "CLOUDLY_MAX_CONNECTIONS_PER_PEER", default_value_t = 64)]
+    pub max_connections_per_peer: usize,
     /// `getClusterIngressRouteTable` long polls handled at once, apart from the other requests;
     /// more are answered 503 with Retry-After.
     #[arg(long, env = "CLOUDLY_MAX_CONCURRENT_LONG_POLLS", default_value_t = 64)]
@@ -158,6 +166,7 @@ impl ServeConfig {
     pub fn limits(&self) -> anyhow::Result<crate::api::Limits> {
         let counts = [
             ("--max-connections", self.max_connections),
+            ("--max-connections-per-peer", self.max_connections_per_peer),
             ("--max-concurrent-long-polls", self.max_concurrent_long_polls),
             ("--max-sockets", self.max_sockets),
         ];
@@ -167,6 +176,7 @@ impl ServeConfig {
         let deadlines = [
             ("--body-read-timeout-ms", self.body_read_timeout_ms),
             ("--header-read-timeout-ms", self.header_read_timeout_ms),
+            ("--first-head-timeout-ms", self.first_head_timeout_ms),
             ("--socket-session-deadline-ms", self.socket_session_deadline_ms),
         ];
         for (flag, milliseconds) in deadlines {
@@ -178,7 +188,9 @@ impl ServeConfig {
             request_timeout: Duration::from_secs(self.request_timeout_seconds.max(1)),
             body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            first_head_timeout: Duration::from_millis(self.first_head_timeout_ms),
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
             concurrent_long_polls: self.max_concurrent_long_polls,
             max_sockets: self.max_sockets,
             socket_session_deadline: Duration::from_millis(self.socket_session_deadline_ms),
@@ -248,7 +260,9 @@ impl ServeConfig {
             "requestTimeoutSeconds": self.request_timeout_seconds,
             "bodyReadTimeoutMs": self.body_read_timeout_ms,
             "headerReadTimeoutMs": self.header_read_timeout_ms,
+            "firstHeadTimeoutMs": self.first_head_timeout_ms,
             "maxConnections": self.max_connections,
+            "maxConnectionsPerPeer": self.max_connections_per_peer,
             "maxConcurrentLongPolls": self.max_concurrent_long_polls,
             "maxSockets": self.max_sockets,
             "socketSessionDeadlineMs": self.socket_session_deadline_ms,

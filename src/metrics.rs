@@ -58,6 +58,11 @@ pub const METRICS: &[Metric] = &[
         Kind::Counter,
         "designateClusterIngress calls by outcome: accepted, replayed, mutation-conflict or the refusal.",
     ),
+    metric(
+        "cloudly_http_connections_closed_total",
+        Kind::Counter,
+        "HTTP connections the server closed to protect the others, by reason: peer-cap (refused: its address held its cap), shed (at the connection cap, the oldest without a whole request) or first-head-timeout.",
+    ),
     metric("cloudly_http_connections_open", Kind::Gauge, "HTTP connections open now (WebSockets leave this count)."),
     metric(
         "cloudly_ingress_registrations_total",

@@ -129,8 +129,8 @@ impl RunningServer {
     }
 }
 
-/// Serves `controller` on `listener` within `limits` (connections, header and body deadlines,
-/// permit pools, sockets: [`api::limits`]) until [`RunningServer::stop`].
+/// Serves `controller` on `listener` within `limits` (connections: [`api::connections`]; body
+/// deadlines, permit pools, sockets: [`api::limits`]) until [`RunningServer::stop`].
 pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits) -> anyhow::Result<RunningServer> {
     let address = listener.local_addr()?;
     let state = AppState::new(controller, limits);
@@ -150,7 +150,7 @@ pub fn spawn(listener: TcpListener, controller: Arc<Controller>, limits: Limits)
             draining.begin_draining();
             draining.links.close_all();
         };
-        let served = api::limits::serve(listener, app, limits, shutdown).await;
+        let served = api::connections::serve(listener, app, limits, shutdown).await;
         // The background assignment reconciles of the last requests finish too.
         controller.all_assignments_settled().await;
         signals.abort();

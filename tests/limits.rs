@@ -1,12 +1,17 @@
 //! What no client, authenticated or not, can use up (`src/api/limits.rs`), against the real server
 //! on a real socket: stalled bodies hold no permit, a declared oversize body is refused at once,
-//! slow headers and idle connections are cut, connections over the bound wait, long polls have a
-//! pool of their own, socket requests share the request pool, sockets are bounded and a socket
+//! slow headers and idle connections are cut, a new connection has a short deadline for its first
+//! head, a peer address over its cap is refused, at the bound the oldest connection without a
+//! whole request makes room (and connections over the bound wait when every one has delivered a
+//! request), a flood of half-open connections from many addresses does not delay an
+//! administrator or a node socket, long polls have a pool of their own, socket requests share the request pool, sockets are bounded and a socket
 //! without a node session is closed at its deadline. Health, readiness and metrics answer
 //! throughout.
 //!
 //! Deadlines are configured small (hundreds of ms) and every wait for something that must happen is
-//! generous (seconds), so no assertion depends on how fast the machine is.
+//! generous (seconds), so no assertion depends on how fast the machine is — except the flood's
+//! bound on an administrator's call (0.5 s, against the 8–10 s a call waited before the server
+//! shed half-open connections). Attackers connect from addresses of their own (127.0.0.2 and up).
 
 #[macro_use]
 mod support;
@@ -17,6 +22,7 @@ use cloudly::domain::ControllerSettings;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use sqlx::Connection as _;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use support::node_agent::{NodeAgent, node_bearer};
 use support::service::{Backend, TestService, designation_request};
@@ -210,6 +216,229 @@ async fn connections_over_the_bound_wait_until_one_closes() {
     drop(held);
     drop(waiting);
     service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_the_bound_the_oldest_connection_without_a_request_makes_room() {
+    let limits = Limits {
+        max_connections: 3,
+        header_read_timeout: Duration::from_secs(60),
+        first_head_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let shed_before = closed_count(&service, "shed").await;
+    let mut served = connect_and_send(&service, HEALTH_REQUEST).await;
+    assert_eq!(read_response(&mut served, WAIT).await.expect("answered").0, 200);
+    let mut oldest_silent = connect_and_send(&service, b"").await;
+    let mut partial_head = connect_and_send(&service, b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\n").await;
+    // The server is full: one that delivered a request, two that have not.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut newcomer = connect_and_send(&service, HEALTH_REQUEST).await;
+    assert_eq!(read_response(&mut newcomer, WAIT).await.expect("the newcomer is served at once").0, 200);
+    assert!(closed_within(&mut oldest_silent, WAIT).await, "the oldest connection without a request is shed");
+    let mut second = connect_and_send(&service, HEALTH_REQUEST).await;
+    assert_eq!(read_response(&mut second, WAIT).await.expect("the next newcomer is served too").0, 200);
+    assert!(closed_within(&mut partial_head, WAIT).await, "then the next oldest");
+    // The connection that delivered a request was never shed.
+    served.write_all(HEALTH_REQUEST).await.unwrap();
+    assert_eq!(read_response(&mut served, WAIT).await.expect("still open").0, 200);
+    // Three connections that delivered a request fill the bound: the next waits for one to close.
+    drop((newcomer, second));
+    assert!(closed_count(&service, "shed").await >= shed_before + 2);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_connection_has_a_short_deadline_for_its_first_head_only() {
+    let limits = Limits {
+        first_head_timeout: Duration::from_millis(300),
+        header_read_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let late_before = closed_count(&service, "first-head-timeout").await;
+    let mut silent = connect_and_send(&service, b"").await;
+    let mut partial_head = connect_and_send(&service, b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\n").await;
+    let mut idle = connect_and_send(&service, HEALTH_REQUEST).await;
+    assert_eq!(read_response(&mut idle, WAIT).await.expect("answered").0, 200);
+    assert!(
+        closed_within(&mut silent, WAIT).await,
+        "a connection that sends nothing is closed at the first-head deadline"
+    );
+    assert!(closed_within(&mut partial_head, WAIT).await, "a connection whose first head stalls is closed");
+    // A connection that delivered its first request keeps the (long) keep-alive deadline.
+    assert!(!closed_within(&mut idle, Duration::from_millis(1_000)).await, "an idle keep-alive connection was cut");
+    idle.write_all(HEALTH_REQUEST).await.unwrap();
+    assert_eq!(read_response(&mut idle, WAIT).await.expect("the kept connection serves").0, 200);
+    assert!(closed_count(&service, "first-head-timeout").await >= late_before + 2);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_over_its_cap_is_answered_503_and_other_peers_are_served() {
+    let limits = Limits {
+        max_connections_per_peer: 3,
+        header_read_timeout: Duration::from_secs(60),
+        first_head_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let attacker = IpAddr::from([127, 0, 0, 2]);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from(&service, attacker).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut over = connect_from(&service, attacker).await.expect("connect");
+    let (status, body) = read_response(&mut over, WAIT).await.expect("the connection over the cap is answered");
+    assert_eq!((status, &body["error"]["data"]["code"]), (503, &json!("overloaded")), "{body}");
+    assert!(closed_within(&mut over, WAIT).await, "and closed");
+    probes_answer(&service).await;
+    assert_eq!(admin_list_status(&service).await, 200, "another address is served");
+    // A closed connection gives its peer room again.
+    drop(held.pop());
+    let mut served = None;
+    for _ in 0..50 {
+        let mut stream = connect_from(&service, attacker).await.expect("connect");
+        stream.write_all(HEALTH_REQUEST).await.unwrap();
+        match read_response(&mut stream, WAIT).await {
+            Some((200, _)) => {
+                served = Some(stream);
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(served.is_some(), "the peer got room back after a close");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_node_socket() {
+    // Connections from one address are capped at 24; eight addresses want 32 each, 256 in all,
+    // twice the bound of 128: every address is over its cap and the server is at its bound.
+    let limits = Limits { max_connections: 128, max_connections_per_peer: 24, ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut attackers = Vec::new();
+    for address in 2..=9 {
+        for connection in 0..32 {
+            let source = IpAddr::from([127, 0, 0, address]);
+            attackers.push(tokio::spawn(hold_half_open(
+                address_of(&service),
+                source,
+                connection % 2 == 0,
+                stopping.clone(),
+            )));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let (status, took) = admin_call_on_a_fresh_connection(&service).await;
+        assert_eq!(status, 200);
+        slowest = slowest.max(took);
+    }
+    let started = std::time::Instant::now();
+    let socket = upgrade(&service).await.expect("a node socket upgrade is served during the flood");
+    let upgrade_took = started.elapsed();
+    let (refused, shed) = (closed_count(&service, "peer-cap").await, closed_count(&service, "shed").await);
+    stop.send(true).unwrap();
+    for attacker in attackers {
+        attacker.await.unwrap();
+    }
+    drop(socket);
+    assert!(slowest <= Duration::from_millis(500), "the slowest of 20 administrator calls took {slowest:?}");
+    assert!(upgrade_took <= Duration::from_millis(500), "a socket upgrade took {upgrade_took:?}");
+    assert!(refused > 0 && shed > 0, "the flood was neither refused ({refused}) nor shed ({shed})");
+    service.stop().await;
+}
+
+/// `host:port` of the service.
+fn address_of(service: &TestService) -> SocketAddr {
+    address(service).parse().expect("a socket address")
+}
+
+/// A TCP connection to the service from `source` (a loopback address of its own).
+async fn connect_from(service: &TestService, source: IpAddr) -> std::io::Result<TcpStream> {
+    connect_to(address_of(service), source).await
+}
+
+async fn connect_to(server: SocketAddr, source: IpAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(server).await
+}
+
+/// An attacker's connection from `source`, kept half-open — a partial request head, or
+/// (`stalled_body`) a whole head whose body never arrives — and re-opened as soon as the server
+/// closes it, until `stop`.
+async fn hold_half_open(
+    server: SocketAddr,
+    source: IpAddr,
+    stalled_body: bool,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let half: &[u8] = if stalled_body {
+        b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Length: 4096\r\n\r\n{\"method\":"
+    } else {
+        b"POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\n"
+    };
+    while !*stop.borrow() {
+        if let Ok(mut stream) = connect_to(server, source).await {
+            if stream.write_all(half).await.is_ok() {
+                let mut chunk = [0_u8; 1024];
+                loop {
+                    tokio::select! {
+                        read = stream.read(&mut chunk) => if matches!(read, Ok(0) | Err(_)) { break },
+                        _ = stop.changed() => return,
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An administrator's `listClusters` on a connection of its own: the HTTP status and how long
+/// the answer took from the connect.
+async fn admin_call_on_a_fresh_connection(service: &TestService) -> (u16, Duration) {
+    let envelope = json!({
+        "method": "listClusters",
+        "request": { "identity": service.admin() },
+        "response": null,
+        "correlation": { "id": "fresh", "phase": "request" },
+    });
+    let body = serde_json::to_vec(&envelope).unwrap();
+    let mut request = format!(
+        "POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let started = std::time::Instant::now();
+    let mut stream = connect_and_send(service, &request).await;
+    let (status, answer) = read_response(&mut stream, WAIT).await.expect("the administrator is answered");
+    assert!(answer["error"].is_null(), "{answer}");
+    (status, started.elapsed())
+}
+
+/// `cloudly_http_connections_closed_total{reason}` (the recorder is this test binary's: tests
+/// running beside add to it).
+async fn closed_count(service: &TestService, reason: &str) -> u64 {
+    let series = format!(r#"cloudly_http_connections_closed_total{{reason="{reason}"}} "#);
+    let metrics = metrics_text(service).await;
+    metrics.lines().find_map(|line| line.strip_prefix(&series)).map_or(0, |count| count.trim().parse().unwrap())
+}
+
+/// The text of `/metrics`, on a connection of its own.
+async fn metrics_text(service: &TestService) -> String {
+    let mut stream =
+        connect_and_send(service, b"GET /metrics HTTP/1.1\r\nHost: cloudly\r\nConnection: close\r\n\r\n").await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await.expect("metrics in time").expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

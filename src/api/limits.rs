@@ -1,10 +1,10 @@
 //! Admission and deadlines: what one client, authenticated or not, can hold of the server.
 //!
-//! - **Connections**: at most [`Limits::max_connections`] HTTP connections are served at once;
-//!   further connections wait in the listener's queue until one closes. A connection whose request
-//!   headers do not arrive within [`Limits::header_read_timeout`] is closed (also an idle
-//!   keep-alive connection: its next request's headers are late). A WebSocket leaves this count
-//!   when it upgrades and counts against [`Limits::max_sockets`] instead.
+//! - **Connections** ([`super::connections`]): at most [`Limits::max_connections`] open, at most
+//!   [`Limits::max_connections_per_peer`] from one address, the first request head within
+//!   [`Limits::first_head_timeout`] and every later one (and a keep-alive connection's idle time)
+//!   within [`Limits::header_read_timeout`]; at the cap the oldest connection that has not
+//!   delivered a whole request makes room for a new one.
 //! - **Bodies**: `POST /typedrequest` answers 413 at once for a declared `Content-Length` over
 //!   [`Limits::body_bytes`] (without reading it), reads the whole body within
 //!   [`Limits::body_read_timeout`] (else 408 `body-timeout`, and the connection is closed), and only
@@ -26,7 +26,6 @@ use super::envelope::RequestEnvelope;
 use super::error::ApiError;
 use super::methods::{Principal, Timeout};
 use super::{AppState, answer_envelope};
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, close_code};
 use axum::extract::{Request, State};
@@ -34,14 +33,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a caller is told to wait after a shed request, in ms (`Retry-After` in seconds).
 pub const OVERLOADED_RETRY_AFTER_MS: u64 = 1_000;
@@ -61,8 +57,13 @@ pub struct Limits {
     /// Longest a connection may take to send a request's headers (also the longest a keep-alive
     /// connection stays idle); then it is closed.
     pub header_read_timeout: Duration,
-    /// HTTP connections served at once; more wait in the listener's queue.
+    /// Longest a new connection may take to send its first request head; then it is closed.
+    pub first_head_timeout: Duration,
+    /// HTTP connections open at once; at the cap a new one takes the place of the oldest that has
+    /// not delivered a whole request, or waits in the listener's queue when every one has.
     pub max_connections: usize,
+    /// HTTP connections open at once from one peer address; more are answered 503 and closed.
+    pub max_connections_per_peer: usize,
     /// `getClusterIngressRouteTable` calls handled at once, apart from `concurrent_requests`;
     /// more are answered 503 with `Retry-After`.
     pub concurrent_long_polls: usize,
@@ -80,7 +81,9 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
+            first_head_timeout: Duration::from_secs(2),
             max_connections: 512,
+            max_connections_per_peer: 64,
             concurrent_long_polls: 64,
             max_sockets: 256,
             socket_session_deadline: Duration::from_secs(10),
@@ -212,6 +215,9 @@ pub(crate) async fn admit_typed_request(State(state): State<AppState>, request: 
         Ok(Err(_)) => return super::malformed(),
         Err(_) => return body_timeout(limits),
     };
+    if let Some(super::connections::ConnectionMark(connection)) = parts.extensions.get() {
+        connection.delivered();
+    }
     let pool = Pool::of_method(envelope_method(&body).as_deref());
     let Some(permit) = pool.take(&state.admission) else {
         return overloaded_response();
@@ -310,87 +316,6 @@ pub(crate) fn session_deadline_close(limits: &Limits) -> Message {
         code: close_code::POLICY,
         reason: format!("no session opened within {deadline_ms} ms").into(),
     }))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Connections.
-
-/// Serves `app` over HTTP/1.1 (with WebSocket upgrades) on `listener`: at most
-/// [`Limits::max_connections`] connections at once, each closed when a request's headers take
-/// longer than [`Limits::header_read_timeout`]. When `shutdown` resolves, stops accepting, lets
-/// every connection finish its in-flight request and waits for all of them (the structure of
-/// axum's `serve(..).with_graceful_shutdown(..)`, which exposes neither bound).
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    limits: Limits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let places = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    let connections = Arc::new(Semaphore::new(places as usize));
-    let (stop_sender, stop) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_sender.send(true);
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
-    let stopped = |mut stop: watch::Receiver<bool>| async move {
-        let _ = stop.wait_for(|stop| *stop).await;
-    };
-    loop {
-        let place = tokio::select! {
-            place = connections.clone().acquire_owned() => place.expect("the connection semaphore is never closed"),
-            () = stopped(stop.clone()) => break,
-        };
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    accept_failed(error).await;
-                    continue;
-                }
-            },
-            () = stopped(stop.clone()) => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            metrics::gauge!("cloudly_http_connections_open").increment(1.0);
-            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            let mut connection = std::pin::pin!(connection);
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                () = stopped(stop) => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(%error, "connection ended");
-            }
-            metrics::gauge!("cloudly_http_connections_open").decrement(1.0);
-            drop(place);
-        });
-    }
-    drop(listener);
-    // Every connection holds a place until it ends: all places free means all connections ended.
-    let _ = connections.acquire_many(places).await;
-    Ok(())
-}
-
-/// After a failed accept: the peer's own failures are skipped at once; anything else (out of
-/// file descriptors) waits a moment before the next accept, as axum's `serve` does.
-async fn accept_failed(error: std::io::Error) {
-    use std::io::ErrorKind;
-    if matches!(error.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset)
-    {
-        return;
-    }
-    tracing::error!(%error, "accept failed; retrying in a second");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 #[cfg(test)]

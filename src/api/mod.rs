@@ -4,6 +4,7 @@
 //! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
 
 pub mod answers;
+pub mod connections;
 pub mod envelope;
 pub mod error;
 pub mod limits;

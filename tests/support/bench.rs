@@ -30,6 +30,11 @@ impl Admin {
     }
 }
 
+/// The setting of a benchmark's `cloudly serve`: every simulated node and client connects from
+/// 127.0.0.1, where a fleet's each have an address of their own, so the per-address connection
+/// cap would measure this harness, not the server.
+pub const ONE_ADDRESS_FOR_A_FLEET: (&str, &str) = ("CLOUDLY_MAX_CONNECTIONS_PER_PEER", "1000000");
+
 /// Requests in flight while a bench seeds its world ([`seed_all`], connecting nodes).
 pub const SEED_CONCURRENCY: usize = 16;
 

@@ -1,0 +1,430 @@
+//! Connections: who may hold one, for how long, and who leaves when the server is full.
+//!
+//! - At most [`Limits::max_connections`] HTTP connections are open at once, and at most
+//!   [`Limits::max_connections_per_peer`] from one peer address. A connection over its peer's cap
+//!   is answered 503 `overloaded` (where the socket takes the answer at once) and closed.
+//! - A new connection sends its first request head within [`Limits::first_head_timeout`], or it
+//!   is closed; later heads, and the idle time between keep-alive requests, have
+//!   [`Limits::header_read_timeout`].
+//! - At the global cap a new connection is served in place of one that has not yet delivered a
+//!   whole request (head and body), taken from the peer address holding the most such
+//!   connections: its oldest that has sent no request head, else its oldest whose body is still
+//!   arriving. The shed connection hands its place to the newcomer at once. A connection that has
+//!   delivered a request is never shed; when every open connection has, new ones wait in the
+//!   listen queue until one closes.
+//! - A WebSocket leaves the count when it upgrades ([`Limits::max_sockets`] bounds sockets).
+//!
+//! So a client that opens connections and never completes a request holds at most its peer's cap,
+//! and at the global cap its connections are the ones that make room: an administrator's fresh
+//! connection is served at once however many half-open ones an unauthenticated client keeps
+//! re-opening from a few addresses. (Thousands of addresses with one half-open connection each
+//! shed one another's connections and a newcomer's alike; that flood is for a proxy in front.)
+
+use super::limits::{Limits, OVERLOADED_RETRY_AFTER_MS};
+use axum::Router;
+use axum::extract::Request;
+use hyper::body::{Body as _, Incoming};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt as _;
+
+/// How far a connection has come with its first request; only forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+enum Stage {
+    /// No request head yet: shed first.
+    Silent = 0,
+    /// A head arrived, its request is not yet whole (its body is arriving).
+    Receiving = 1,
+    /// A whole request arrived (its body read, or its answer ready): never shed.
+    Delivered = 2,
+}
+
+/// One open connection, as the registry and its requests see it.
+pub(crate) struct Connection {
+    id: u64,
+    peer: IpAddr,
+    stage: AtomicU8,
+    /// Its place among [`Limits::max_connections`]; taken by the newcomer it is shed for.
+    place: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Woken when the connection is shed.
+    shed: Notify,
+    registry: Arc<Registry>,
+}
+
+impl Connection {
+    fn stage(&self) -> Stage {
+        match self.stage.load(Ordering::Acquire) {
+            0 => Stage::Silent,
+            1 => Stage::Receiving,
+            _ => Stage::Delivered,
+        }
+    }
+
+    /// A request head arrived.
+    fn head_arrived(&self) {
+        if self.stage() == Stage::Silent {
+            self.registry.advance(self, Stage::Receiving);
+        }
+    }
+
+    /// A whole request arrived: from now on this connection is never shed.
+    pub(crate) fn delivered(&self) {
+        if self.stage() != Stage::Delivered {
+            self.registry.advance(self, Stage::Delivered);
+        }
+    }
+
+    fn take_place(&self) -> Option<OwnedSemaphorePermit> {
+        self.place.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
+/// A request's mark of its connection (a request extension), so a handler that has read the whole
+/// body can say so ([`Connection::delivered`]).
+#[derive(Clone)]
+pub(crate) struct ConnectionMark(pub(crate) Arc<Connection>);
+
+/// The open connections by peer address: how many each holds, and which may be shed.
+#[derive(Default)]
+struct Registry {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_id: u64,
+    peers: HashMap<IpAddr, Peer>,
+    /// Every peer with a connection that has not delivered a request, by how many it has.
+    by_undelivered: BTreeSet<(usize, IpAddr)>,
+}
+
+#[derive(Default)]
+struct Peer {
+    open: usize,
+    /// Its connections not yet [`Stage::Delivered`], by stage and then age.
+    undelivered: BTreeMap<(Stage, u64), Arc<Connection>>,
+}
+
+impl Inner {
+    /// Changes `peer`'s undelivered connections by `change`, keeping [`Inner::by_undelivered`].
+    fn change_undelivered(&mut self, peer: IpAddr, change: impl FnOnce(&mut BTreeMap<(Stage, u64), Arc<Connection>>)) {
+        let Some(entry) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let before = entry.undelivered.len();
+        change(&mut entry.undelivered);
+        let after = entry.undelivered.len();
+        if before != after {
+            self.by_undelivered.remove(&(before, peer));
+            if after > 0 {
+                self.by_undelivered.insert((after, peer));
+            }
+        }
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether `peer` holds fewer than `cap` connections.
+    fn has_room(&self, peer: IpAddr, cap: usize) -> bool {
+        self.lock().peers.get(&peer).is_none_or(|held| held.open < cap)
+    }
+
+    /// A new connection of `peer` holding `place`.
+    fn open(self: &Arc<Self>, peer: IpAddr, place: OwnedSemaphorePermit) -> Arc<Connection> {
+        let mut inner = self.lock();
+        inner.next_id += 1;
+        let connection = Arc::new(Connection {
+            id: inner.next_id,
+            peer,
+            stage: AtomicU8::new(Stage::Silent as u8),
+            place: Mutex::new(Some(place)),
+            shed: Notify::new(),
+            registry: self.clone(),
+        });
+        inner.peers.entry(peer).or_default().open += 1;
+        let entry = connection.clone();
+        inner.change_undelivered(peer, |undelivered| {
+            undelivered.insert((Stage::Silent, entry.id), entry);
+        });
+        connection
+    }
+
+    /// Moves `connection` forward to `stage` (never back).
+    fn advance(&self, connection: &Connection, stage: Stage) {
+        let mut inner = self.lock();
+        let was = connection.stage();
+        if was >= stage {
+            return;
+        }
+        connection.stage.store(stage as u8, Ordering::Release);
+        inner.change_undelivered(connection.peer, |undelivered| {
+            if let Some(entry) = undelivered.remove(&(was, connection.id))
+                && stage != Stage::Delivered
+            {
+                undelivered.insert((stage, connection.id), entry);
+            }
+        });
+    }
+
+    /// Sheds a connection that has not delivered a request — the oldest silent one, else the
+    /// oldest still receiving, of the peer with the most such connections — and answers its place.
+    fn shed_one(&self) -> Option<OwnedSemaphorePermit> {
+        let mut inner = self.lock();
+        let &(_, peer) = inner.by_undelivered.last()?;
+        let mut shed = None;
+        inner.change_undelivered(peer, |undelivered| shed = undelivered.pop_first().map(|(_, entry)| entry));
+        let shed = shed?;
+        shed.shed.notify_one();
+        shed.take_place()
+    }
+
+    /// `connection` has ended.
+    fn close(&self, connection: &Connection) {
+        let mut inner = self.lock();
+        inner.change_undelivered(connection.peer, |undelivered| {
+            undelivered.remove(&(connection.stage(), connection.id));
+        });
+        if let Some(peer) = inner.peers.get_mut(&connection.peer) {
+            peer.open -= 1;
+            if peer.open == 0 {
+                inner.peers.remove(&connection.peer);
+            }
+        }
+        drop(connection.take_place());
+    }
+}
+
+/// Why the server closed a connection to protect the others (`cloudly_http_connections_closed_total`).
+fn count_closed(reason: &'static str) {
+    metrics::counter!("cloudly_http_connections_closed_total", "reason" => reason).increment(1);
+}
+
+/// Answers a connection over its peer's cap 503 `overloaded`, if its socket takes the answer at
+/// once (it is never waited for), and closes it.
+fn refuse_over_peer_cap(stream: TcpStream, peer: IpAddr, cap: usize) {
+    count_closed("peer-cap");
+    tracing::debug!(%peer, cap, "connection refused: its peer holds its cap");
+    let body = format!(
+        r#"{{"error":{{"text":"too many connections from this address","data":{{"code":"overloaded","retryAfterMs":{OVERLOADED_RETRY_AFTER_MS}}}}}}}"#
+    );
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        (OVERLOADED_RETRY_AFTER_MS / 1000).max(1),
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+}
+
+/// Serves `app` over HTTP/1.1 (with WebSocket upgrades) on `listener` within the connection limits
+/// of this module. When `shutdown` resolves, stops accepting, lets every connection finish its
+/// in-flight request and waits for all of them (the structure of axum's
+/// `serve(..).with_graceful_shutdown(..)`, which exposes none of these bounds).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let places = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let open = Arc::new(Semaphore::new(places as usize));
+    let registry = Arc::new(Registry::default());
+    let (stop_sender, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_sender.send(true);
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    accept_failed(error).await;
+                    continue;
+                }
+            },
+            () = stopped(stop.clone()) => break,
+        };
+        let peer = peer.ip();
+        if !registry.has_room(peer, limits.max_connections_per_peer) {
+            refuse_over_peer_cap(stream, peer, limits.max_connections_per_peer);
+            continue;
+        }
+        let place = match open.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => match registry.shed_one() {
+                Some(place) => {
+                    count_closed("shed");
+                    place
+                }
+                // Every open connection has delivered a request: wait for one to end.
+                None => tokio::select! {
+                    place = open.clone().acquire_owned() => place.expect("the connection semaphore is never closed"),
+                    () = stopped(stop.clone()) => break,
+                },
+            },
+        };
+        // Only this loop opens connections, so the peer still has room.
+        let connection = registry.open(peer, place);
+        let _ = stream.set_nodelay(true);
+        let (app, builder, stop) = (app.clone(), builder.clone(), stop.clone());
+        tokio::spawn(async move {
+            metrics::gauge!("cloudly_http_connections_open").increment(1.0);
+            serve_connection(stream, &connection, app, &builder, limits.first_head_timeout, stop).await;
+            connection.registry.close(&connection);
+            metrics::gauge!("cloudly_http_connections_open").decrement(1.0);
+        });
+    }
+    drop(listener);
+    // Every connection holds a place until it ends (a shed one hands its place to the newcomer at
+    // once): all places free means all connections ended.
+    let _ = open.acquire_many(places).await;
+    Ok(())
+}
+
+/// Resolves when the server is told to stop.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Serves one connection until it ends, is shed, sends no request head within `first_head`, or
+/// the server stops (then its in-flight request finishes first).
+async fn serve_connection(
+    stream: TcpStream,
+    connection: &Arc<Connection>,
+    app: Router,
+    builder: &hyper::server::conn::http1::Builder,
+    first_head: Duration,
+    stop: watch::Receiver<bool>,
+) {
+    let marked = connection.clone();
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        // A request without a body is whole with its head.
+        if request.body().is_end_stream() {
+            marked.delivered();
+        } else {
+            marked.head_arrived();
+        }
+        request.extensions_mut().insert(ConnectionMark(marked.clone()));
+        let (answer, marked) = (app.clone().oneshot(request), marked.clone());
+        async move {
+            let response = answer.await;
+            marked.delivered();
+            response
+        }
+    });
+    let served = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+    let mut served = std::pin::pin!(served);
+    let first_head_late = async {
+        tokio::time::sleep(first_head).await;
+        if connection.stage() != Stage::Silent {
+            std::future::pending::<()>().await;
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = served.as_mut() => outcome,
+        () = stopped(stop) => {
+            served.as_mut().graceful_shutdown();
+            served.await
+        }
+        () = connection.shed.notified() => {
+            tracing::debug!(peer = %connection.peer, "connection shed at the connection cap");
+            Ok(())
+        }
+        () = first_head_late => {
+            count_closed("first-head-timeout");
+            tracing::debug!(peer = %connection.peer, "connection sent no request head in time");
+            Ok(())
+        }
+    };
+    if let Err(error) = outcome {
+        tracing::debug!(%error, "connection ended");
+    }
+}
+
+/// After a failed accept: the peer's own failures are skipped at once; anything else (out of
+/// file descriptors) waits a moment before the next accept, as axum's `serve` does.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(error.kind(), ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset)
+    {
+        return;
+    }
+    tracing::error!(%error, "accept failed; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    fn place() -> OwnedSemaphorePermit {
+        Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap()
+    }
+
+    #[test]
+    fn a_peer_has_room_below_its_cap_and_again_when_one_closes() {
+        let registry = Arc::new(Registry::default());
+        let first = registry.open(peer(2), place());
+        let _second = registry.open(peer(2), place());
+        assert!(!registry.has_room(peer(2), 2), "at the cap");
+        assert!(registry.has_room(peer(3), 2), "another peer has its own cap");
+        registry.close(&first);
+        assert!(registry.has_room(peer(2), 2), "room after a close");
+    }
+
+    #[test]
+    fn the_peer_with_most_undelivered_connections_is_shed_first_its_oldest_silent_one_first() {
+        let registry = Arc::new(Registry::default());
+        let delivered = registry.open(peer(2), place());
+        let receiving = registry.open(peer(2), place());
+        let silent = registry.open(peer(2), place());
+        let newer_silent = registry.open(peer(2), place());
+        let administrator = registry.open(peer(1), place());
+        delivered.head_arrived();
+        delivered.delivered();
+        receiving.head_arrived();
+        let mut shed = Vec::new();
+        while let Some(place) = registry.shed_one() {
+            shed.push(place);
+        }
+        assert_eq!(shed.len(), 4, "every connection that has not delivered a request, the delivered one never");
+        // Peer 2 had three undelivered, peer 1 one: peer 2's go first, silent before receiving.
+        assert!(administrator.take_place().is_none());
+        let order = [&silent, &newer_silent, &receiving];
+        assert!(order.iter().all(|connection| connection.take_place().is_none()));
+        assert!(delivered.take_place().is_some(), "the delivered connection keeps its place");
+        registry.close(&silent);
+        registry.close(&delivered);
+        assert_eq!(registry.lock().peers[&peer(2)].open, 2);
+        assert!(registry.lock().by_undelivered.is_empty());
+    }
+
+    #[test]
+    fn shedding_takes_from_the_peer_with_most_first() {
+        let registry = Arc::new(Registry::default());
+        let administrator = registry.open(peer(1), place());
+        let attackers: Vec<_> = (0..3).map(|_| registry.open(peer(2), place())).collect();
+        for _ in 0..2 {
+            assert!(registry.shed_one().is_some());
+        }
+        assert!(administrator.take_place().is_some(), "the address with one connection keeps it");
+        assert_eq!(attackers.iter().filter(|connection| connection.take_place().is_some()).count(), 1);
+    }
+}
