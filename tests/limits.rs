@@ -276,7 +276,7 @@ async fn a_new_connection_has_a_short_deadline_for_its_first_head_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_peer_over_its_cap_is_answered_503_and_other_peers_are_served() {
+async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_answered_503() {
     let limits = Limits {
         max_connections_per_peer: 3,
         header_read_timeout: Duration::from_secs(60),
@@ -284,23 +284,37 @@ async fn a_peer_over_its_cap_is_answered_503_and_other_peers_are_served() {
         ..Limits::default()
     };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
-    let attacker = IpAddr::from([127, 0, 0, 2]);
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        held.push(connect_from(&service, attacker).await.expect("connect"));
+    let client = IpAddr::from([127, 0, 0, 2]);
+    let mut delivered = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect_from(&service, client).await.expect("connect");
+        stream.write_all(HEALTH_REQUEST).await.unwrap();
+        assert_eq!(read_response(&mut stream, WAIT).await.expect("answered").0, 200);
+        delivered.push(stream);
     }
+    let mut silent = connect_from(&service, client).await.expect("connect");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut over = connect_from(&service, attacker).await.expect("connect");
+    // At the cap, with one connection that has not delivered a request: the newcomer takes its place.
+    let mut newcomer = connect_from(&service, client).await.expect("connect");
+    newcomer.write_all(HEALTH_REQUEST).await.unwrap();
+    assert_eq!(read_response(&mut newcomer, WAIT).await.expect("the newcomer is served").0, 200);
+    assert!(closed_within(&mut silent, WAIT).await, "the address's own half-open connection is shed");
+    // At the cap with every connection having delivered a request: 503 and closed.
+    let mut over = connect_from(&service, client).await.expect("connect");
     let (status, body) = read_response(&mut over, WAIT).await.expect("the connection over the cap is answered");
     assert_eq!((status, &body["error"]["data"]["code"]), (503, &json!("overloaded")), "{body}");
     assert!(closed_within(&mut over, WAIT).await, "and closed");
     probes_answer(&service).await;
     assert_eq!(admin_list_status(&service).await, 200, "another address is served");
-    // A closed connection gives its peer room again.
-    drop(held.pop());
+    for stream in &mut delivered {
+        stream.write_all(HEALTH_REQUEST).await.unwrap();
+        assert_eq!(read_response(stream, WAIT).await.expect("kept").0, 200, "a delivered connection is never shed");
+    }
+    // A closed connection gives its address room again.
+    drop(delivered.pop());
     let mut served = None;
     for _ in 0..50 {
-        let mut stream = connect_from(&service, attacker).await.expect("connect");
+        let mut stream = connect_from(&service, client).await.expect("connect");
         stream.write_all(HEALTH_REQUEST).await.unwrap();
         match read_response(&mut stream, WAIT).await {
             Some((200, _)) => {
@@ -310,14 +324,16 @@ async fn a_peer_over_its_cap_is_answered_503_and_other_peers_are_served() {
             _ => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
-    assert!(served.is_some(), "the peer got room back after a close");
+    assert!(served.is_some(), "the address got room back after a close");
     service.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_node_socket() {
     // Connections from one address are capped at 24; eight addresses want 32 each, 256 in all,
-    // twice the bound of 128: every address is over its cap and the server is at its bound.
+    // twice the bound of 128: every address is over its cap and the server is at its bound. (A
+    // client that shares the attacker's address shares its fate: connections of one address that
+    // have not delivered a request cannot be told apart.)
     let limits = Limits { max_connections: 128, max_connections_per_peer: 24, ..Limits::default() };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
     let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -343,7 +359,7 @@ async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_n
     let started = std::time::Instant::now();
     let socket = upgrade(&service).await.expect("a node socket upgrade is served during the flood");
     let upgrade_took = started.elapsed();
-    let (refused, shed) = (closed_count(&service, "peer-cap").await, closed_count(&service, "shed").await);
+    let shed = closed_count(&service, "shed").await;
     stop.send(true).unwrap();
     for attacker in attackers {
         attacker.await.unwrap();
@@ -351,7 +367,7 @@ async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_n
     drop(socket);
     assert!(slowest <= Duration::from_millis(500), "the slowest of 20 administrator calls took {slowest:?}");
     assert!(upgrade_took <= Duration::from_millis(500), "a socket upgrade took {upgrade_took:?}");
-    assert!(refused > 0 && shed > 0, "the flood was neither refused ({refused}) nor shed ({shed})");
+    assert!(shed > 0, "the flood was not shed");
     service.stop().await;
 }
 

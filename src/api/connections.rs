@@ -1,8 +1,10 @@
 //! Connections: who may hold one, for how long, and who leaves when the server is full.
 //!
 //! - At most [`Limits::max_connections`] HTTP connections are open at once, and at most
-//!   [`Limits::max_connections_per_peer`] from one peer address. A connection over its peer's cap
-//!   is answered 503 `overloaded` (where the socket takes the answer at once) and closed.
+//!   [`Limits::max_connections_per_peer`] from one peer address. At its address's cap a new
+//!   connection takes the place of that address's oldest connection that has not delivered a whole
+//!   request; when every one has, it is answered 503 `overloaded` (where the socket takes the
+//!   answer at once) and closed.
 //! - A new connection sends its first request head within [`Limits::first_head_timeout`], or it
 //!   is closed; later heads, and the idle time between keep-alive requests, have
 //!   [`Limits::header_read_timeout`].
@@ -130,6 +132,18 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// One connection of `peer` is no longer counted.
+    fn leave(&mut self, peer: IpAddr) {
+        if let Some(entry) = self.peers.get_mut(&peer) {
+            entry.open -= 1;
+            if entry.open == 0 {
+                self.peers.remove(&peer);
+            }
+        }
+    }
+}
+
 impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -182,11 +196,24 @@ impl Registry {
     fn shed_one(&self) -> Option<OwnedSemaphorePermit> {
         let mut inner = self.lock();
         let &(_, peer) = inner.by_undelivered.last()?;
+        Self::shed_from(&mut inner, peer)
+    }
+
+    /// Sheds `peer`'s oldest connection that has not delivered a request (silent before
+    /// receiving), if it has one, and answers its place.
+    fn shed_of(&self, peer: IpAddr) -> Option<OwnedSemaphorePermit> {
+        Self::shed_from(&mut self.lock(), peer)
+    }
+
+    /// The shed connection leaves its peer's count at once; its task ends as soon as it runs.
+    fn shed_from(inner: &mut Inner, peer: IpAddr) -> Option<OwnedSemaphorePermit> {
         let mut shed = None;
         inner.change_undelivered(peer, |undelivered| shed = undelivered.pop_first().map(|(_, entry)| entry));
         let shed = shed?;
         shed.shed.notify_one();
-        shed.take_place()
+        let place = shed.take_place()?;
+        inner.leave(peer);
+        Some(place)
     }
 
     /// `connection` has ended.
@@ -195,13 +222,10 @@ impl Registry {
         inner.change_undelivered(connection.peer, |undelivered| {
             undelivered.remove(&(connection.stage(), connection.id));
         });
-        if let Some(peer) = inner.peers.get_mut(&connection.peer) {
-            peer.open -= 1;
-            if peer.open == 0 {
-                inner.peers.remove(&connection.peer);
-            }
+        // A shed connection gave its place away and left its peer's count then.
+        if connection.take_place().is_some() {
+            inner.leave(connection.peer);
         }
-        drop(connection.take_place());
     }
 }
 
@@ -258,11 +282,18 @@ pub async fn serve(
             () = stopped(stop.clone()) => break,
         };
         let peer = peer.ip();
-        if !registry.has_room(peer, limits.max_connections_per_peer) {
+        let place = if registry.has_room(peer, limits.max_connections_per_peer) {
+            None
+        } else if let Some(place) = registry.shed_of(peer) {
+            // At its address's cap the newcomer takes the place of that address's own oldest
+            // connection without a whole request.
+            count_closed("shed");
+            Some(place)
+        } else {
             refuse_over_peer_cap(stream, peer, limits.max_connections_per_peer);
             continue;
-        }
-        let place = match open.clone().try_acquire_owned() {
+        };
+        let place = match place.map_or_else(|| open.clone().try_acquire_owned(), Ok) {
             Ok(place) => place,
             Err(_) => match registry.shed_one() {
                 Some(place) => {
@@ -378,6 +409,10 @@ mod tests {
         Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap()
     }
 
+    fn holds_place(connection: &Connection) -> bool {
+        connection.place.lock().unwrap().is_some()
+    }
+
     #[test]
     fn a_peer_has_room_below_its_cap_and_again_when_one_closes() {
         let registry = Arc::new(Registry::default());
@@ -405,14 +440,14 @@ mod tests {
             shed.push(place);
         }
         assert_eq!(shed.len(), 4, "every connection that has not delivered a request, the delivered one never");
-        // Peer 2 had three undelivered, peer 1 one: peer 2's go first, silent before receiving.
-        assert!(administrator.take_place().is_none());
-        let order = [&silent, &newer_silent, &receiving];
-        assert!(order.iter().all(|connection| connection.take_place().is_none()));
-        assert!(delivered.take_place().is_some(), "the delivered connection keeps its place");
+        assert!(!holds_place(&administrator));
+        assert!([&silent, &newer_silent, &receiving].iter().all(|connection| !holds_place(connection)));
+        assert!(holds_place(&delivered), "the delivered connection keeps its place");
+        // The shed left their peer's count at once; closing them later counts nothing twice.
+        assert_eq!(registry.lock().peers[&peer(2)].open, 1);
         registry.close(&silent);
         registry.close(&delivered);
-        assert_eq!(registry.lock().peers[&peer(2)].open, 2);
+        assert!(registry.lock().peers.is_empty());
         assert!(registry.lock().by_undelivered.is_empty());
     }
 
@@ -424,7 +459,11 @@ mod tests {
         for _ in 0..2 {
             assert!(registry.shed_one().is_some());
         }
-        assert!(administrator.take_place().is_some(), "the address with one connection keeps it");
-        assert_eq!(attackers.iter().filter(|connection| connection.take_place().is_some()).count(), 1);
+        assert!(holds_place(&administrator), "the address with one connection keeps it");
+        assert_eq!(attackers.iter().filter(|connection| holds_place(connection)).count(), 1);
+        assert!(registry.has_room(peer(2), 2), "the shed left their address's count");
+        let _own = registry.open(peer(2), place());
+        assert!(registry.shed_of(peer(2)).is_some(), "an address at its cap sheds its own");
+        assert!(holds_place(&administrator));
     }
 }
