@@ -293,8 +293,12 @@ async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_ans
         delivered.push(stream);
     }
     let mut silent = connect_from(&service, client).await.expect("connect");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // At the cap, with one connection that has not delivered a request: the newcomer takes its place.
+    // At the cap, with one connection that has not delivered a request but is young: 503.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut early = connect_from(&service, client).await.expect("connect");
+    assert_eq!(read_response(&mut early, WAIT).await.expect("answered").0, 503);
+    // Once it has been open for over a second, the newcomer takes its place.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
     let mut newcomer = connect_from(&service, client).await.expect("connect");
     newcomer.write_all(HEALTH_REQUEST).await.unwrap();
     assert_eq!(read_response(&mut newcomer, WAIT).await.expect("the newcomer is served").0, 200);

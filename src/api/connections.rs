@@ -3,8 +3,8 @@
 //! - At most [`Limits::max_connections`] HTTP connections are open at once, and at most
 //!   [`Limits::max_connections_per_peer`] from one peer address. At its address's cap a new
 //!   connection takes the place of that address's oldest connection that has not delivered a whole
-//!   request; when every one has, it is answered 503 `overloaded` (where the socket takes the
-//!   answer at once) and closed.
+//!   request, once that one has been open a second ([`OWN_SHED_MIN_AGE`]); otherwise it is
+//!   answered 503 `overloaded` (where the socket takes the answer at once) and closed.
 //! - A new connection sends its first request head within [`Limits::first_head_timeout`], or it
 //!   is closed; later heads, and the idle time between keep-alive requests, have
 //!   [`Limits::header_read_timeout`].
@@ -31,10 +31,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt as _;
+
+/// How long a connection without a whole request stays before a newcomer of its own address may
+/// take its place at the address's cap: a browser's unused preconnect makes way, while an address
+/// re-opening connections as fast as it can is answered 503 (cheap) rather than shedding its own
+/// (a connection task per attempt).
+const OWN_SHED_MIN_AGE: Duration = Duration::from_secs(1);
 
 /// How far a connection has come with its first request; only forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,6 +58,7 @@ enum Stage {
 pub(crate) struct Connection {
     id: u64,
     peer: IpAddr,
+    opened: Instant,
     stage: AtomicU8,
     /// Its place among [`Limits::max_connections`]; taken by the newcomer it is shed for.
     place: Mutex<Option<OwnedSemaphorePermit>>,
@@ -156,11 +163,16 @@ impl Registry {
 
     /// A new connection of `peer` holding `place`.
     fn open(self: &Arc<Self>, peer: IpAddr, place: OwnedSemaphorePermit) -> Arc<Connection> {
+        self.open_at(peer, place, Instant::now())
+    }
+
+    fn open_at(self: &Arc<Self>, peer: IpAddr, place: OwnedSemaphorePermit, opened: Instant) -> Arc<Connection> {
         let mut inner = self.lock();
         inner.next_id += 1;
         let connection = Arc::new(Connection {
             id: inner.next_id,
             peer,
+            opened,
             stage: AtomicU8::new(Stage::Silent as u8),
             place: Mutex::new(Some(place)),
             shed: Notify::new(),
@@ -200,9 +212,14 @@ impl Registry {
     }
 
     /// Sheds `peer`'s oldest connection that has not delivered a request (silent before
-    /// receiving), if it has one, and answers its place.
+    /// receiving), if it has one open for [`OWN_SHED_MIN_AGE`], and answers its place.
     fn shed_of(&self, peer: IpAddr) -> Option<OwnedSemaphorePermit> {
-        Self::shed_from(&mut self.lock(), peer)
+        let mut inner = self.lock();
+        let (_, oldest) = inner.peers.get(&peer)?.undelivered.first_key_value()?;
+        if oldest.opened.elapsed() < OWN_SHED_MIN_AGE {
+            return None;
+        }
+        Self::shed_from(&mut inner, peer)
     }
 
     /// The shed connection leaves its peer's count at once; its task ends as soon as it runs.
@@ -462,8 +479,11 @@ mod tests {
         assert!(holds_place(&administrator), "the address with one connection keeps it");
         assert_eq!(attackers.iter().filter(|connection| holds_place(connection)).count(), 1);
         assert!(registry.has_room(peer(2), 2), "the shed left their address's count");
-        let _own = registry.open(peer(2), place());
-        assert!(registry.shed_of(peer(2)).is_some(), "an address at its cap sheds its own");
+        let own = registry.open(peer(2), place());
+        assert!(registry.shed_of(peer(2)).is_none(), "a young connection is not shed for its own address");
+        registry.close(&own);
+        let _aged = registry.open_at(peer(3), place(), Instant::now() - OWN_SHED_MIN_AGE);
+        assert!(registry.shed_of(peer(3)).is_some(), "an address at its cap sheds its own once it is old enough");
         assert!(holds_place(&administrator));
     }
 }
