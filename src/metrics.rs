@@ -189,9 +189,8 @@ pub fn install() -> PrometheusHandle {
             let handle = recorder.handle();
             // Another recorder may already be installed (a host application); ours still renders.
             let _ = ::metrics::set_global_recorder(recorder);
-            let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-            ::metrics::gauge!("cloudly_build_info", "version" => env!("CARGO_PKG_VERSION"), "profile" => profile)
-                .set(1.0);
+            use crate::domain::version::{PROFILE, VERSION};
+            ::metrics::gauge!("cloudly_build_info", "version" => VERSION, "profile" => PROFILE).set(1.0);
             handle
         })
         .clone()

@@ -176,6 +176,49 @@ on_both_stores!(
     }
 );
 
+on_both_stores!(
+    the_controller_version_is_answered_to_anyone_with_the_request_id_of_its_log_lines,
+    |backend| async move {
+        let database = TestDatabase::create(backend).await;
+        let scratch = Scratch::new("cloudly-observability");
+        let serving = start(&scratch.join("data"), &database.url).serving();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        let id = format!("obs-{}", uuid::Uuid::new_v4().simple());
+        let envelope = json!({ "method": "getControllerVersion", "request": {}, "correlation": { "id": id } });
+        let response = http
+            .post(format!("{}/typedrequest", serving.base_url))
+            .header("content-type", "application/json")
+            .body(envelope.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["x-request-id"], id.as_str());
+        let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(
+            answer["response"],
+            json!({ "version": env!("CARGO_PKG_VERSION"), "profile": "debug", "controllerId": "cloudly" }),
+            "{answer}"
+        );
+        // The id the answer carries is the one of the server's log lines of the request.
+        let lines = lines_of(&serving, &id).await;
+        assert!(lines.iter().any(|line| line["message"] == "typed request" && line["outcome"] == "ok"), "{lines:?}");
+        // A correlation id that cannot be a log id gets a fresh one, the same in the header and the log.
+        let envelope = json!({ "method": "getControllerVersion", "request": {}, "correlation": { "id": "has space" } });
+        let response = http.post(format!("{}/typedrequest", serving.base_url)).body(envelope.to_string()).send().await;
+        let fresh = response.unwrap().headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert_ne!(fresh, "has space");
+        assert!(!lines_of(&serving, &fresh).await.is_empty(), "{}", serving.log());
+        // Every other answer carries one too.
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            let response = http.get(format!("{}{path}", serving.base_url)).send().await.unwrap();
+            assert!(response.headers().get("x-request-id").is_some_and(|id| !id.is_empty()), "{path}");
+        }
+        serving.terminate();
+        database.drop_now().await;
+    }
+);
+
 /// The metric names recorded by `counter!`, `gauge!` and `histogram!` in `src/`, with the kind.
 fn recorded_in_source() -> BTreeSet<(String, &'static str)> {
     fn walk(dir: &std::path::Path, found: &mut BTreeSet<(String, &'static str)>) {
