@@ -593,7 +593,7 @@ async fn two_controllers_run_the_whole_flow_through_their_public_interfaces() {
         .unwrap_or_else(|error| panic!("registerClusterIngress: {} {}", error.text, error.data));
     assert_eq!(accepted["accepted"], json!(true));
     assert_eq!(accepted["protocol"], json!({ "name": "serve.zone/cluster-ingress", "minimum": 1, "maximum": 1 }));
-    let registrations = topology.cli(B, &["ingress", "registrations", "--cluster", c]).await;
+    let registrations = topology.cli(B, &["ingress", "registrations", "--cluster", c, "-o", "json"]).await;
     let listed = registrations["registrations"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{registrations}");
     assert_eq!(listed[0]["nodeId"], json!("node-1"));
