@@ -8,7 +8,7 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

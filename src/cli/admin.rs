@@ -1070,6 +1070,8 @@ async fn node_projection(session: &Session, cluster: &str, node: &str, verify: b
     Ok(printed)
 }
 
+/// `resolveRuntimeLocalStorageClaim` for the current generation of `claim`, read from the
+/// cluster's list.
 async fn resolve_claim(
     session: &Session,
     cluster: &str,
@@ -1099,7 +1101,7 @@ async fn resolve_claim(
         DecisionArg::Rebind => "rebind",
     };
     let reference = json!({ "id": current["id"], "generation": current["generation"], "digest": current["digest"] });
-    Ok(session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await?)
+    session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await
 }
 
 /// The members of an inventory file.
