@@ -5,7 +5,13 @@
 //! Every call has a deadline ([`DEFAULT_TIMEOUT`] unless the client was built with another), so a
 //! server that accepts a connection and never answers fails the call instead of hanging it.
 //! Server certificates are checked against the operating system's roots (`SSL_CERT_FILE` and
-//! `SSL_CERT_DIR` replace them); proxies come from `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
+//! `SSL_CERT_DIR` replace them), or only against the CA certificates of one PEM file
+//! ([`Client::with_options`], the CLI's `--ca-cert`); proxies come from
+//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
+//!
+//! Every call sends a fresh `correlation.id`, which the controller uses as the id of the call's log
+//! lines and answers in the `x-request-id` header: [`Client::call_traced`] answers it, so a caller
+//! can show it beside a refusal or a transport error.
 
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -81,6 +87,16 @@ impl Client {
     /// A client of the controller at `base_url` whose every call fails with
     /// [`CallError::TimedOut`] after `timeout`.
     pub fn with_timeout(base_url: &str, timeout: Duration) -> Result<Client, CallError> {
+        Client::with_options(base_url, timeout, None)
+    }
+
+    /// [`Client::with_timeout`] that trusts, for `https://`, only the CA certificates of the PEM
+    /// file `ca_certificates` (when given) instead of the system's roots.
+    pub fn with_options(
+        base_url: &str,
+        timeout: Duration,
+        ca_certificates: Option<&std::path::Path>,
+    ) -> Result<Client, CallError> {
         let shown_endpoint = format!("{}/typedrequest", crate::config::redact_url(base_url.trim_end_matches('/')));
         let endpoint = reqwest::Url::parse(&format!("{}/typedrequest", base_url.trim_end_matches('/')))
             .ok()
@@ -89,11 +105,24 @@ impl Client {
         // rustls needs one process-wide cryptography provider; ring is the one this build carries
         // (an already installed provider is kept).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(timeout)
             .tcp_nodelay(true)
             .http1_only()
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(path) = ca_certificates {
+            let pem = std::fs::read(path).map_err(|error| {
+                CallError::Transport(format!("cannot read the CA file {}: {error}", path.display()))
+            })?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                .ok()
+                .filter(|certificates| !certificates.is_empty())
+                .ok_or_else(|| {
+                    CallError::Transport(format!("the CA file {} holds no PEM certificate", path.display()))
+                })?;
+            builder = builder.tls_certs_only(certificates);
+        }
+        let http = builder
             .build()
             .map_err(|error| CallError::Transport(format!("cannot start the HTTP client: {}", error_chain(&error))))?;
         Ok(Client { endpoint, shown_endpoint, timeout, http })
@@ -106,59 +135,120 @@ impl Client {
 
     /// Posts raw bytes to `/typedrequest` and answers the status and body.
     pub async fn post_raw(&self, body: Vec<u8>) -> Result<(u16, Vec<u8>), CallError> {
-        let exchange = async {
-            let response = self
-                .http
-                .post(self.endpoint.clone())
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
-                .await?;
-            let status = response.status().as_u16();
-            Ok::<_, reqwest::Error>((status, response.bytes().await?.to_vec()))
-        };
-        exchange.await.map_err(|error| self.transport_error(&error))
+        self.post_answer(body).await.map(|answered| (answered.status, answered.body))
     }
 
-    fn transport_error(&self, error: &reqwest::Error) -> CallError {
+    /// Posts raw bytes to `/typedrequest` and answers the status, the body and the
+    /// `x-request-id` header.
+    async fn post_answer(&self, body: Vec<u8>) -> Result<Answered, CallError> {
+        let request = self.http.post(self.endpoint.clone()).header(reqwest::header::CONTENT_TYPE, "application/json");
+        self.exchange(request.body(body), &self.shown_endpoint).await
+    }
+
+    async fn exchange(&self, request: reqwest::RequestBuilder, shown_url: &str) -> Result<Answered, CallError> {
+        let exchange = async {
+            let response = request.send().await?;
+            let status = response.status().as_u16();
+            let request_id = response.headers().get("x-request-id").and_then(|id| id.to_str().ok()).map(str::to_owned);
+            Ok::<_, reqwest::Error>(Answered { status, request_id, body: response.bytes().await?.to_vec() })
+        };
+        exchange.await.map_err(|error| self.transport_error(&error, shown_url))
+    }
+
+    /// `GET <base URL><path>` (`/readyz`): the status and the body as text.
+    pub async fn get(&self, path: &str) -> Result<(u16, String), CallError> {
+        let mut url = self.endpoint.clone();
+        url.set_path(path);
+        url.set_query(None);
+        let shown_url = format!("{}{path}", self.shown_endpoint.trim_end_matches("/typedrequest"));
+        let answered = self.exchange(self.http.get(url), &shown_url).await?;
+        Ok((answered.status, String::from_utf8_lossy(&answered.body).into_owned()))
+    }
+
+    fn transport_error(&self, error: &reqwest::Error, shown_url: &str) -> CallError {
         if error.is_timeout() {
-            CallError::TimedOut { url: self.shown_endpoint.clone(), after: self.timeout }
-        } else {
-            CallError::Transport(format!("cannot reach {}: {}", self.shown_endpoint, error_chain(error)))
+            return CallError::TimedOut { url: shown_url.to_owned(), after: self.timeout };
         }
+        let chain = error_chain(error);
+        let https = self.endpoint.scheme() == "https";
+        // A TLS client reading a plain HTTP answer sees a record of an unknown content type; a
+        // plain client reading a TLS record sees no HTTP at all.
+        let hint = if https && (chain.contains("InvalidContentType") || chain.contains("corrupt message")) {
+            "; the controller does not speak TLS there: use http:// instead of https://"
+        } else if !https && (chain.contains("invalid HTTP") || chain.contains("Parse")) {
+            "; the answer is not HTTP: if the controller serves TLS there, use https:// instead of http://"
+        } else if !https && chain.contains("connection closed before message completed") {
+            "; the connection closed without an answer: if the controller serves TLS there, use https:// instead of \
+             http://"
+        } else {
+            ""
+        };
+        CallError::Transport(format!("cannot reach {shown_url}: {chain}{hint}"))
     }
 
     /// Fires `method` with `request` and answers the whole answer envelope.
     pub async fn envelope(&self, method: &str, request: Value, auth_jwt: Option<&str>) -> Result<Value, CallError> {
+        self.envelope_traced(method, request, auth_jwt).await.1
+    }
+
+    /// [`Client::envelope`], with the request id: the `x-request-id` the controller answered, or,
+    /// when no answer came, the `correlation.id` sent (which the controller logs the call under).
+    async fn envelope_traced(
+        &self,
+        method: &str,
+        request: Value,
+        auth_jwt: Option<&str>,
+    ) -> (String, Result<Value, CallError>) {
+        let correlation_id = uuid::Uuid::new_v4().to_string();
         let mut envelope = json!({
             "method": method,
             "request": request,
             "response": null,
-            "correlation": { "id": uuid::Uuid::new_v4().to_string(), "phase": "request" },
+            "correlation": { "id": correlation_id, "phase": "request" },
         });
         if let Some(jwt) = auth_jwt {
             envelope["authInfo"] = json!({ "jwt": jwt });
         }
-        let (status, body) = self.post_raw(serde_json::to_vec(&envelope).expect("JSON serializes")).await?;
-        if status != 200 {
-            return Err(CallError::Http { status, body: String::from_utf8_lossy(&body).into_owned() });
+        let answered = match self.post_answer(serde_json::to_vec(&envelope).expect("JSON serializes")).await {
+            Ok(answered) => answered,
+            Err(error) => return (correlation_id, Err(error)),
+        };
+        let request_id = answered.request_id.unwrap_or(correlation_id);
+        if answered.status != 200 {
+            let body = String::from_utf8_lossy(&answered.body).into_owned();
+            return (request_id, Err(CallError::Http { status: answered.status, body }));
         }
-        serde_json::from_slice(&body).map_err(|error| {
+        let answer = serde_json::from_slice(&answered.body).map_err(|error| {
             CallError::Transport(format!("the answer of {} is not JSON: {error}", self.shown_endpoint))
-        })
+        });
+        (request_id, answer)
     }
 
     /// Fires `method` and answers `response`, or the typed error.
     pub async fn call(&self, method: &str, request: Value) -> Result<Value, CallError> {
-        let answer = self.envelope(method, request, None).await?;
-        if let Some(error) = answer.get("error").filter(|error| !error.is_null()) {
-            return Err(CallError::Typed(TypedError {
+        self.call_traced(method, request).await.1
+    }
+
+    /// [`Client::call`], with the request id of the call (see [`Client::envelope_traced`]): the id
+    /// of the controller's log lines of it.
+    pub async fn call_traced(&self, method: &str, request: Value) -> (String, Result<Value, CallError>) {
+        let (request_id, answer) = self.envelope_traced(method, request, None).await;
+        let answered = answer.and_then(|answer| match answer.get("error").filter(|error| !error.is_null()) {
+            Some(error) => Err(CallError::Typed(TypedError {
                 text: error["text"].as_str().unwrap_or("").to_owned(),
                 data: error["data"].clone(),
-            }));
-        }
-        Ok(answer["response"].clone())
+            })),
+            None => Ok(answer["response"].clone()),
+        });
+        (request_id, answered)
     }
+}
+
+/// What came back for one request.
+struct Answered {
+    status: u16,
+    request_id: Option<String>,
+    body: Vec<u8>,
 }
 
 /// An error and its causes, outermost first, joined by `: ` (reqwest's own message is only

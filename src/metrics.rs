@@ -5,7 +5,12 @@
 //!
 //! At each scrape ([`render`]) the store pool's gauges are set from the pool, and the `process_*`
 //! figures are read from `/proc/self` (Linux; elsewhere they are left out) and written after the
-//! recorder's text. They are read by hand, not with `metrics-process`: four small files hold all
+//! recorder's text. **Every family of the table is on every scrape, the first one too**: a family
+//! nothing has recorded yet is written with its zero (an unlabelled `0`; a histogram's empty
+//! buckets), so an absent series always means a scrape that failed, never "nothing happened
+//! yet". This reads the table alone: a new row is covered without more code. `cloudly serve`
+//! installs the recorder before it opens the store, so what the store and the keys record at
+//! start (the signal listener, the signing key) is their current value, not a zero. They are read by hand, not with `metrics-process`: four small files hold all
 //! of them, and the crate's `procfs` dependency tree would be larger than this module.
 
 use crate::store::PoolStatus;
@@ -174,23 +179,23 @@ pub fn find(name: &str) -> Option<&'static Metric> {
     METRICS.iter().find(|metric| metric.name == name)
 }
 
+/// The upper bounds (seconds) of every histogram's buckets.
+const BUCKETS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
 /// The process-wide Prometheus recorder, installed on first use with every description of
 /// [`METRICS`] and `cloudly_build_info` set; answers the handle that renders it.
 pub fn install() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0])
-                .expect("bucket list is not empty")
-                .build_recorder();
+            let recorder =
+                PrometheusBuilder::new().set_buckets(BUCKETS).expect("bucket list is not empty").build_recorder();
             describe(&recorder);
             let handle = recorder.handle();
             // Another recorder may already be installed (a host application); ours still renders.
             let _ = ::metrics::set_global_recorder(recorder);
-            let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-            ::metrics::gauge!("cloudly_build_info", "version" => env!("CARGO_PKG_VERSION"), "profile" => profile)
-                .set(1.0);
+            use crate::domain::version::{PROFILE, VERSION};
+            ::metrics::gauge!("cloudly_build_info", "version" => VERSION, "profile" => PROFILE).set(1.0);
             handle
         })
         .clone()
@@ -210,8 +215,8 @@ fn describe(recorder: &PrometheusRecorder) {
     }
 }
 
-/// The text of `/metrics`: the pool's gauges set from `pool`, the recorder's families, then the
-/// `process_*` figures.
+/// The text of `/metrics`: the pool's gauges set from `pool`, the recorder's families, the
+/// `process_*` figures, then every family of [`METRICS`] still missing, with its zero.
 pub fn render(handle: &PrometheusHandle, pool: PoolStatus) -> String {
     ::metrics::gauge!("cloudly_store_pool_connections", "state" => "in_use").set(pool.in_use as f64);
     ::metrics::gauge!("cloudly_store_pool_connections", "state" => "idle").set(pool.idle as f64);
@@ -220,7 +225,36 @@ pub fn render(handle: &PrometheusHandle, pool: PoolStatus) -> String {
     if let Some(figures) = ProcessFigures::read() {
         figures.write(&mut text);
     }
+    write_missing_families(&mut text);
     text
+}
+
+/// Appends, for each family of [`METRICS`] that `text` does not type yet, its `# HELP`, its
+/// `# TYPE` and its zero: `name 0` for a counter or a gauge, every bucket `0` with `_sum 0` and
+/// `_count 0` for a histogram.
+pub fn write_missing_families(text: &mut String) {
+    let typed: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    let missing: Vec<&Metric> = METRICS.iter().filter(|metric| !typed.contains(metric.name)).collect();
+    for metric in missing {
+        let name = metric.name;
+        let _ = writeln!(text, "# HELP {name} {}\n# TYPE {name} {}", metric.help, metric.kind.as_str());
+        match metric.kind {
+            Kind::Counter | Kind::Gauge => {
+                let _ = writeln!(text, "{name} 0");
+            }
+            Kind::Histogram => {
+                for bound in BUCKETS {
+                    let _ = writeln!(text, "{name}_bucket{{le=\"{bound}\"}} 0");
+                }
+                let _ = writeln!(text, "{name}_bucket{{le=\"+Inf\"}} 0\n{name}_sum 0\n{name}_count 0");
+            }
+        }
+        text.push('\n');
+    }
 }
 
 /// This process's figures as the kernel reports them.
@@ -234,7 +268,7 @@ pub struct ProcessFigures {
     pub virtual_memory_bytes: u64,
     /// `process_open_fds`.
     pub open_fds: u64,
-    /// `process_max_fds`, when the limit is not `unlimited`.
+    /// `process_max_fds`; `None` when the limit is `unlimited` (written `+Inf`).
     pub max_fds: Option<u64>,
     /// `process_threads`.
     pub threads: u64,
@@ -302,9 +336,7 @@ impl ProcessFigures {
         family("process_resident_memory_bytes", self.resident_memory_bytes.to_string());
         family("process_virtual_memory_bytes", self.virtual_memory_bytes.to_string());
         family("process_open_fds", self.open_fds.to_string());
-        if let Some(max_fds) = self.max_fds {
-            family("process_max_fds", max_fds.to_string());
-        }
+        family("process_max_fds", self.max_fds.map_or_else(|| "+Inf".to_owned(), |max_fds| max_fds.to_string()));
         family("process_threads", self.threads.to_string());
         family("process_start_time_seconds", self.start_time_seconds.to_string());
     }
@@ -322,6 +354,21 @@ mod tests {
             assert!(!metric.help.is_empty() && !metric.help.contains('\n'), "{}", metric.name);
             assert_eq!(metric.kind == Kind::Counter, metric.name.ends_with("_total"), "{}", metric.name);
         }
+    }
+
+    #[test]
+    fn every_family_of_the_table_is_written_with_its_zero_when_nothing_recorded_it() {
+        let mut text =
+            "# HELP cloudly_sockets_open x\n# TYPE cloudly_sockets_open gauge\ncloudly_sockets_open 3\n\n".to_owned();
+        write_missing_families(&mut text);
+        for metric in METRICS {
+            let typed = format!("# TYPE {} {}\n", metric.name, metric.kind.as_str());
+            assert_eq!(text.matches(&typed).count(), 1, "{}:\n{text}", metric.name);
+        }
+        assert!(text.contains("cloudly_sockets_open 3\n") && !text.contains("cloudly_sockets_open 0"), "{text}");
+        assert!(text.contains("\ncloudly_requests_total 0\n"), "{text}");
+        assert!(text.contains("\ncloudly_request_duration_seconds_bucket{le=\"+Inf\"} 0\n"), "{text}");
+        assert!(text.contains("\ncloudly_request_duration_seconds_count 0\n"), "{text}");
     }
 
     #[test]

@@ -167,6 +167,7 @@ const STORE_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// `cloudly serve`: runs until SIGTERM or SIGINT, then drains and closes the store.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     init_tracing(config.log_format);
+    crate::metrics::install(); // before the store opens: what the store and the keys record at start is kept
     let limits = config.limits()?;
     let (controller, _) = open_controller(&config.store, config.controller_settings()?).await?;
     let (identity_path, written) = ensure_bootstrap_identity(

@@ -87,7 +87,7 @@ fn operator_flow(data_dir: &Path, database_url: Option<&str>) {
     assert_eq!(retried["designation"], rotated["designation"]);
     let current = cli(&url, &identity, &["ingress", "get", "--cluster", "c1"]);
     assert_eq!(current["designation"], rotated["designation"]);
-    let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1"]);
+    let chain = cli(&url, &identity, &["ingress", "list", "--cluster", "c1", "-o", "json"]);
     assert_eq!(chain["designations"].as_array().unwrap().len(), 2);
     // Applying the whole inventory file again changes nothing that is already there.
     let applied = cli(&url, &identity, &["apply", "-f", &file("inventory.json")]);

@@ -91,7 +91,7 @@ async fn exit_codes_say_answered_refused_usage_and_unreachable() {
     let scratch = Scratch::new();
     let (service, identity) = controller(&scratch).await;
     let environment = environment(&service, &identity);
-    let answered = cloudly(&scratch, &environment, &["cluster", "list"]).await;
+    let answered = cloudly(&scratch, &environment, &["cluster", "list", "-o", "json"]).await;
     assert_eq!(answered.status.code(), Some(0));
     assert_eq!(stdout_json(&answered), json!({ "clusters": [] }));
     let refused = cloudly(&scratch, &environment, &["cluster", "get", "c9"]).await;
@@ -100,20 +100,22 @@ async fn exit_codes_say_answered_refused_usage_and_unreachable() {
     assert_eq!(error["error"]["data"]["code"], "not-found");
     let unknown_flag = cloudly(&scratch, &environment, &["cluster", "list", "--no-such-flag"]).await;
     assert_eq!(unknown_flag.status.code(), Some(2));
-    let no_identity = cloudly(&scratch, &[("CLOUDLY_URL", service.base_url.as_str())], &["cluster", "list"]).await;
+    let no_identity =
+        cloudly(&scratch, &[("CLOUDLY_URL", service.base_url.as_str())], &["cluster", "list", "-o", "json"]).await;
     assert_eq!(no_identity.status.code(), Some(2));
     assert!(stderr(&no_identity).contains("no identity"), "{}", stderr(&no_identity));
     let missing_file = cloudly(&scratch, &environment, &["cluster", "put", "-f", "/nonexistent/cluster.json"]).await;
     assert_eq!(missing_file.status.code(), Some(2));
     assert!(stderr(&missing_file).contains("cannot read /nonexistent/cluster.json"), "{}", stderr(&missing_file));
-    let bad_timeout = cloudly(&scratch, &environment, &["--timeout", "0s", "cluster", "list"]).await;
+    let bad_timeout = cloudly(&scratch, &environment, &["--timeout", "0s", "cluster", "list", "-o", "json"]).await;
     assert_eq!(bad_timeout.status.code(), Some(2));
     // A closed port: nothing listens on a port just released.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let closed_url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let unreachable =
-        cloudly(&scratch, &[("CLOUDLY_URL", closed_url.as_str()), environment[1]], &["cluster", "list"]).await;
+        cloudly(&scratch, &[("CLOUDLY_URL", closed_url.as_str()), environment[1]], &["cluster", "list", "-o", "json"])
+            .await;
     assert_eq!(unreachable.status.code(), Some(3), "{}", stderr(&unreachable));
     assert!(stderr(&unreachable).contains(&format!("{closed_url}/typedrequest")), "{}", stderr(&unreachable));
     let identity_file = serde_json::from_str::<Value>(&std::fs::read_to_string(&identity).unwrap()).unwrap();
@@ -159,9 +161,11 @@ async fn url_and_identity_are_global_flags_before_or_after_the_subcommand() {
     let scratch = Scratch::new();
     let (service, identity) = controller(&scratch).await;
     let url = service.base_url.as_str();
-    let before = cloudly(&scratch, &[], &["--url", url, "--identity", &identity, "cluster", "list"]).await;
+    let before =
+        cloudly(&scratch, &[], &["--url", url, "--identity", &identity, "cluster", "list", "-o", "json"]).await;
     assert_eq!(stdout_json(&before), json!({ "clusters": [] }));
-    let between = cloudly(&scratch, &[], &["cluster", "--url", url, "list", "--identity", &identity]).await;
+    let between =
+        cloudly(&scratch, &[], &["cluster", "--url", url, "list", "--identity", &identity, "-o", "json"]).await;
     assert_eq!(stdout_json(&between), json!({ "clusters": [] }));
     let after =
         cloudly(&scratch, &[], &["org", "put", "--id", "org", "--name", "Org", "--url", url, "--identity", &identity])
@@ -169,7 +173,9 @@ async fn url_and_identity_are_global_flags_before_or_after_the_subcommand() {
     assert_eq!(stdout_json(&after)["organization"]["id"], "org");
     // A flag wins over the environment.
     let environment = [("CLOUDLY_URL", "http://127.0.0.1:1"), ("CLOUDLY_IDENTITY", "/nonexistent")];
-    let flags_win = cloudly(&scratch, &environment, &["cluster", "list", "--url", url, "--identity", &identity]).await;
+    let flags_win =
+        cloudly(&scratch, &environment, &["cluster", "list", "--url", url, "--identity", &identity, "-o", "json"])
+            .await;
     assert_eq!(stdout_json(&flags_win), json!({ "clusters": [] }));
     service.stop().await;
 }
@@ -215,18 +221,44 @@ async fn https_controllers_are_reached_and_their_certificate_is_checked() {
     let roots = scratch.write("roots.pem", &certificate_pem).display().to_string();
     let url = format!("https://localhost:{port}");
     let environment = [("CLOUDLY_URL", url.as_str()), ("CLOUDLY_IDENTITY", identity.as_str())];
-    let trusted =
-        cloudly(&scratch, &[environment[0], environment[1], ("SSL_CERT_FILE", &roots)], &["cluster", "list"]).await;
+    let trusted = cloudly(
+        &scratch,
+        &[environment[0], environment[1], ("SSL_CERT_FILE", &roots)],
+        &["cluster", "list", "-o", "json"],
+    )
+    .await;
     assert_eq!(stdout_json(&trusted), json!({ "clusters": [] }));
     // Without the certificate among the roots, the controller is not trusted: exit 3, named.
     let other_roots = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap().cert.pem();
     let other_roots = scratch.write("other.pem", &other_roots).display().to_string();
-    let untrusted =
-        cloudly(&scratch, &[environment[0], environment[1], ("SSL_CERT_FILE", &other_roots)], &["cluster", "list"])
-            .await;
+    let untrusted = cloudly(
+        &scratch,
+        &[environment[0], environment[1], ("SSL_CERT_FILE", &other_roots)],
+        &["cluster", "list", "-o", "json"],
+    )
+    .await;
     assert_eq!(untrusted.status.code(), Some(3), "{}", stderr(&untrusted));
     assert!(stderr(&untrusted).contains(&format!("cannot reach {url}/typedrequest")), "{}", stderr(&untrusted));
     assert!(stderr(&untrusted).to_lowercase().contains("certificate"), "{}", stderr(&untrusted));
+    // --ca-cert trusts its CA, and only it: the system's roots (SSL_CERT_FILE) no longer count.
+    let list = ["cluster", "list", "-o", "json"];
+    let pinned = cloudly(
+        &scratch,
+        &[environment[0], environment[1], ("SSL_CERT_FILE", &other_roots)],
+        &[&["--ca-cert", roots.as_str()][..], &list].concat(),
+    )
+    .await;
+    assert_eq!(stdout_json(&pinned), json!({ "clusters": [] }));
+    let by_environment = cloudly(&scratch, &[environment[0], environment[1], ("CLOUDLY_CA_CERT", &roots)], &list).await;
+    assert_eq!(stdout_json(&by_environment), json!({ "clusters": [] }));
+    let only = cloudly(
+        &scratch,
+        &[environment[0], environment[1], ("SSL_CERT_FILE", &roots)],
+        &[&["--ca-cert", other_roots.as_str()][..], &list].concat(),
+    )
+    .await;
+    assert_eq!(only.status.code(), Some(3), "{}", stderr(&only));
+    assert!(stderr(&only).to_lowercase().contains("certificate"), "{}", stderr(&only));
     proxy.abort();
     service.stop().await;
 }
@@ -261,7 +293,7 @@ async fn a_malformed_file_is_refused_naming_the_member_and_nothing_is_sent() {
     assert!(text.contains("clusters[0]: cluster.runtime is missing"), "{text}");
     assert!(text.contains("nodes[0]: entry.rotateCredential must be a boolean"), "{text}");
     // Nothing of the file was sent: the organization of its first entry does not exist.
-    let clusters = cloudly(&scratch, &environment, &["cluster", "list"]).await;
+    let clusters = cloudly(&scratch, &environment, &["cluster", "list", "-o", "json"]).await;
     assert_eq!(stdout_json(&clusters), json!({ "clusters": [] }));
     let cluster_of_unknown_org =
         cloudly(&scratch, &environment, &["cluster", "put", "-f", &examples("cluster.json")]).await;

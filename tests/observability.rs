@@ -136,6 +136,89 @@ on_both_stores!(metrics_have_help_and_type_build_info_process_figures_and_pool_g
     database.drop_now().await;
 });
 
+on_both_stores!(
+    every_family_of_the_table_is_on_the_first_scrape_with_its_zero_or_current_value,
+    |backend| async move {
+        let database = TestDatabase::create(backend).await;
+        let scratch = Scratch::new("cloudly-observability");
+        let serving = start(&scratch.join("data"), &database.url).serving();
+        // The first request the process answers: nothing has been called yet.
+        let text = get(&serving, "/metrics").await;
+        let first = families(&text);
+        for metric in cloudly::metrics::METRICS {
+            let family =
+                first.get(metric.name).unwrap_or_else(|| panic!("{} is not on the first scrape:\n{text}", metric.name));
+            assert_eq!(family.kind.as_deref(), Some(metric.kind.as_str()), "{}", metric.name);
+            assert_eq!(family.help.as_deref(), Some(metric.help), "{}", metric.name);
+            assert!(!family.samples.is_empty(), "{} has no sample:\n{text}", metric.name);
+        }
+        // Zero where nothing happened, not absent.
+        assert_eq!(sample(&first, "cloudly_requests_total", "cloudly_requests_total"), 0.0);
+        assert_eq!(sample(&first, "cloudly_designations_total", "cloudly_designations_total"), 0.0);
+        assert_eq!(sample(&first, "cloudly_request_duration_seconds", "cloudly_request_duration_seconds_count"), 0.0);
+        // The current value of what the keys and the store set before the first request: the
+        // recorder is installed before the store opens.
+        assert_eq!(sample(&first, "cloudly_signing_key_available", "cloudly_signing_key_available"), 1.0, "{text}");
+        if backend == Backend::Postgres {
+            // The listener connects in the background; its gauge is on the first scrape either way.
+            let mut connected =
+                sample(&first, "cloudly_signal_listener_connected", "cloudly_signal_listener_connected");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while connected != 1.0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let again = families(&get(&serving, "/metrics").await);
+                connected = sample(&again, "cloudly_signal_listener_connected", "cloudly_signal_listener_connected");
+            }
+            assert_eq!(connected, 1.0);
+        }
+        serving.terminate();
+        database.drop_now().await;
+    }
+);
+
+on_both_stores!(
+    the_controller_version_is_answered_to_anyone_with_the_request_id_of_its_log_lines,
+    |backend| async move {
+        let database = TestDatabase::create(backend).await;
+        let scratch = Scratch::new("cloudly-observability");
+        let serving = start(&scratch.join("data"), &database.url).serving();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        let id = format!("obs-{}", uuid::Uuid::new_v4().simple());
+        let envelope = json!({ "method": "getControllerVersion", "request": {}, "correlation": { "id": id } });
+        let response = http
+            .post(format!("{}/typedrequest", serving.base_url))
+            .header("content-type", "application/json")
+            .body(envelope.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["x-request-id"], id.as_str());
+        let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(
+            answer["response"],
+            json!({ "version": env!("CARGO_PKG_VERSION"), "profile": "debug", "controllerId": "cloudly" }),
+            "{answer}"
+        );
+        // The id the answer carries is the one of the server's log lines of the request.
+        let lines = lines_of(&serving, &id).await;
+        assert!(lines.iter().any(|line| line["message"] == "typed request" && line["outcome"] == "ok"), "{lines:?}");
+        // A correlation id that cannot be a log id gets a fresh one, the same in the header and the log.
+        let envelope = json!({ "method": "getControllerVersion", "request": {}, "correlation": { "id": "has space" } });
+        let response = http.post(format!("{}/typedrequest", serving.base_url)).body(envelope.to_string()).send().await;
+        let fresh = response.unwrap().headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert_ne!(fresh, "has space");
+        assert!(!lines_of(&serving, &fresh).await.is_empty(), "{}", serving.log());
+        // Every other answer carries one too.
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            let response = http.get(format!("{}{path}", serving.base_url)).send().await.unwrap();
+            assert!(response.headers().get("x-request-id").is_some_and(|id| !id.is_empty()), "{path}");
+        }
+        serving.terminate();
+        database.drop_now().await;
+    }
+);
+
 /// The metric names recorded by `counter!`, `gauge!` and `histogram!` in `src/`, with the kind.
 fn recorded_in_source() -> BTreeSet<(String, &'static str)> {
     fn walk(dir: &std::path::Path, found: &mut BTreeSet<(String, &'static str)>) {

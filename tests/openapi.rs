@@ -1594,6 +1594,9 @@ async fn every_method_answers_in_the_documented_shapes() {
 
     flow.ok("getControllerSigningKeys", None, json!({})).await;
     flow.ok("getControllerSigningKeys", None, Value::Null).await;
+    let version = flow.ok("getControllerVersion", None, json!({})).await;
+    assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
+    flow.ok("getControllerVersion", None, Value::Null).await;
     flow.ok("putOrganization", Some(&admin), json!({ "organization": { "id": "org", "name": "Org" } })).await;
     let organization = flow.ok("getOrganization", Some(&viewer), json!({ "organizationId": "org" })).await;
     assert_eq!(organization, json!({ "organization": { "id": "org", "name": "Org" } }));

@@ -470,8 +470,12 @@ async fn the_cli_lists_claims_and_resolves_an_uncertain_one() {
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
     let table = String::from_utf8(table.stdout).unwrap();
     let lines: Vec<Vec<&str>> = table.lines().map(|line| line.split_whitespace().collect()).collect();
-    assert_eq!(lines[0], ["CLAIM", "SERVICE", "VOLUME", "NODE", "GENERATION", "LIFECYCLE", "NODE", "STATE", "FAULTS"]);
-    assert_eq!(lines[1], [claim.as_str(), "db", "data", "node-1", "1", "bound", "uncertain", "0"], "{table}");
+    let header =
+        ["CLAIM", "SERVICE", "VOLUME", "NODE", "GENERATION", "LIFECYCLE", "NODE", "STATE", "FAULTS", "ANSWERED", "AT"];
+    assert_eq!(lines[0], header);
+    assert_eq!(lines[1][..8], [claim.as_str(), "db", "data", "node-1", "1", "bound", "uncertain", "0"], "{table}");
+    // Times are RFC 3339, not epoch milliseconds.
+    assert!(lines[1][8].starts_with("20") && lines[1][8].ends_with('Z'), "{table}");
 
     // A generation that is not the current one is refused before anything is sent.
     let stale = tokio::task::block_in_place(|| {

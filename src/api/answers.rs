@@ -278,6 +278,11 @@ pub fn signing_keys(keys: &[ControllerSigningKey]) -> Value {
     json!({ "keys": keys })
 }
 
+/// `{ version, profile, controllerId }`.
+pub fn controller_version(version: &crate::domain::version::ControllerVersion) -> Value {
+    json!({ "version": version.version, "profile": version.profile, "controllerId": version.controller_id.as_str() })
+}
+
 /// `{ session }`.
 pub fn session(session: &RuntimeSessionReference) -> Value {
     json!({ "session": session.to_value() })

@@ -196,6 +196,16 @@ pub static METHODS: &[Method] = &[
         timeout: Timeout::Standard,
     },
     Method {
+        name: "getControllerVersion",
+        principal: Principal::Anyone(|controller, request| {
+            Box::pin(async move {
+                let request = requests::get_controller_version(request)?;
+                Ok(answers::controller_version(&controller.get_controller_version(request)))
+            })
+        }),
+        timeout: Timeout::Standard,
+    },
+    Method {
         name: "getOrganization",
         principal: Principal::Administrator(Access::Read, |controller, _, request| {
             Box::pin(async move {

@@ -1,4 +1,5 @@
-//! HTTP: the TypedRequest endpoint, health, readiness and metrics.
+//! HTTP: the TypedRequest endpoint, health, readiness and metrics. Every answer carries an
+//! `x-request-id` header ([`REQUEST_ID_HEADER`]).
 //!
 //! **Architecture invariant: only this module knows HTTP.** `router(state)` is split from `main`
 //! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
@@ -74,6 +75,28 @@ pub fn request_id(correlation: &Map<String, Value>) -> String {
     }
 }
 
+/// The response header that carries the request id: on `/typedrequest` the id every log line of
+/// the request carries ([`request_id`]), on every other answer a fresh one. A client shows it, so
+/// an operator can find the server's log lines of a failed call.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Sets the `x-request-id` header of `response` to `id` (an id [`request_id`] made: printable
+/// ASCII).
+fn set_request_id(response: &mut Response, id: &str) {
+    if let Ok(value) = HeaderValue::from_str(id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+}
+
+/// Gives an answer that carries no request id yet (health, readiness, metrics, the socket's
+/// upgrade, a refusal before the envelope was read) a fresh one.
+async fn with_request_id(mut response: Response) -> Response {
+    if !response.headers().contains_key(REQUEST_ID_HEADER) {
+        set_request_id(&mut response, &uuid::Uuid::new_v4().simple().to_string());
+    }
+    response
+}
+
 /// The span every log line of one request is written in: `request_id` (the correlation id) and
 /// `principal`, absent until the method proved who calls (`admin:<user>`, `relay`,
 /// `node:<cluster>/<node>`; see `methods::Method::call`). A field is recorded once: the human
@@ -137,6 +160,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .layer(middleware::map_response(with_request_id))
         .with_state(state)
 }
 
@@ -202,8 +226,11 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     let method = methods::find(&envelope.method);
     // Metric labels are bounded: an unknown method is counted as "unknown".
     let method_label = method.map_or("unknown", |method| method.name);
-    let span = request_span("http", &request_id(&envelope.correlation), None, method_label);
-    answer_typed_request(&state, envelope, method).instrument(span).await
+    let request_id = request_id(&envelope.correlation);
+    let span = request_span("http", &request_id, None, method_label);
+    let mut response = answer_typed_request(&state, envelope, method).instrument(span).await;
+    set_request_id(&mut response, &request_id);
+    response
 }
 
 /// Answers a read envelope inside its request span.

@@ -409,6 +409,18 @@ pub fn delete_cluster_ingress_route(request: &Request) -> Result<DeleteClusterIn
 /// `getControllerSigningKeys`: `{}` (an identity a client attaches to every call is ignored);
 /// the first unknown member is named.
 pub fn get_controller_signing_keys(request: &Request) -> Result<(), ApiError> {
+    no_members_besides_identity(request)
+}
+
+/// `getControllerVersion`: `{}`, as `getControllerSigningKeys`.
+pub fn get_controller_version(
+    request: &Request,
+) -> Result<crate::domain::version::GetControllerVersionRequest, ApiError> {
+    no_members_besides_identity(request).map(|()| crate::domain::version::GetControllerVersionRequest)
+}
+
+/// A request with no members but an ignored `identity`; the first other member is named.
+fn no_members_besides_identity(request: &Request) -> Result<(), ApiError> {
     match request.keys().find(|key| *key != "identity") {
         Some(key) => Err(invalid(unknown_member("request", key))),
         None => Ok(()),

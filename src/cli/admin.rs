@@ -1,12 +1,18 @@
 //! `cloudly identity issue` and the administrator client commands. The client commands read the
-//! identity from `--identity FILE` or `CLOUDLY_IDENTITY` and print the method's response as JSON.
-//! Exit codes (an interface, see README.md): 0 answered; 1 refused (the controller answered an
-//! error: its text and data on stderr); 2 usage (clap's, a missing identity, an unreadable or
-//! invalid input file); 3 the controller could not be reached or did not answer in time (the
-//! message names the URL, never the identity).
+//! identity from `--identity FILE` or `CLOUDLY_IDENTITY` and print the method's answer: `-o table`
+//! (aligned columns, the default of lists), `-o json` (the answer as the controller gave it, the
+//! default of single records and writes) or `-o yaml`. Every command addresses its cluster with
+//! `--cluster` and its record with `--id` (the older forms `cluster get <ID>`, `--service`,
+//! `--relay`, `--claim` and `--node` are kept as aliases). Exit codes (an interface, see
+//! README.md): 0 answered; 1 refused (the controller answered an error: its text, data and the
+//! request id on stderr); 2 usage (clap's, a missing identity, an unreadable or invalid input
+//! file); 3 the controller could not be reached or did not answer in time (the message names the
+//! URL and the request id, never the identity).
 
 use super::documents::{RecordKind, invalid_file, member_violations, read_document, read_network_plan, read_record};
+use super::output::{self, DataFormat, OutputFormat, error_line, stderr_line, stdout_line};
 use super::remembered::{DesignationKey, RememberedDesignations};
+use super::views::{self, View};
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
 use crate::contract::network::RuntimeNetworkProjection;
@@ -22,6 +28,9 @@ use std::process::ExitCode;
 #[derive(Debug, Subcommand)]
 pub enum IdentityCommand {
     /// Issue an identity signed by this controller's identity key; prints the IIdentity JSON.
+    #[command(
+        after_help = "Examples:\n  cloudly identity issue --name Ada --user-id ada --role operator --ttl 12h > ada.json\n  cloudly identity issue --name ci --user-id ci --role viewer --type machine --ttl 1h --data-dir /var/lib/cloudly"
+    )]
     Issue {
         /// A display name.
         #[arg(long)]
@@ -47,16 +56,23 @@ pub enum IdentityCommand {
     },
 }
 
+/// An identity's role.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum RoleArg {
+    /// Every method.
     Admin,
+    /// Reads and designations.
     Operator,
+    /// Reads only.
     Viewer,
 }
 
+/// An identity's type.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum TypeArg {
+    /// A person.
     Human,
+    /// A program.
     Machine,
 }
 
@@ -77,18 +93,18 @@ pub fn parse_ttl(text: &str) -> Option<u64> {
 pub fn run_identity(command: IdentityCommand) -> ExitCode {
     let IdentityCommand::Issue { name, user_id, role, ttl, identity_type, data_dir, keys_dir } = command;
     let Some(user_id) = Id::parse(&user_id) else {
-        eprintln!("error: --user-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)");
+        error_line("--user-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)");
         return ExitCode::from(2);
     };
     let Some(ttl_ms) = parse_ttl(&ttl) else {
-        eprintln!("error: --ttl must be a positive number with s, m, h or d, such as 12h");
+        error_line("--ttl must be a positive number with s, m, h or d, such as 12h");
         return ExitCode::from(2);
     };
     let keys_dir = keys_dir.unwrap_or_else(|| crate::keys::default_keys_dir(&data_dir));
     let keys = match ControllerKeys::load_from(&keys_dir) {
         Ok(keys) => keys,
         Err(error) => {
-            eprintln!("error: {error}");
+            error_line(error);
             return ExitCode::from(2);
         }
     };
@@ -108,11 +124,11 @@ pub fn run_identity(command: IdentityCommand) -> ExitCode {
     let subject = IdentitySubject { name, user_id, identity_type, role };
     match issue_identity(&keys.identity, &subject, now_ms, ttl_ms, &uuid::Uuid::new_v4().to_string()) {
         Ok(identity) => {
-            println!("{}", serde_json::to_string_pretty(&identity).expect("JSON serializes"));
+            stdout_line(&output::json_text(&serde_json::to_value(&identity).unwrap_or(Value::Null)));
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: cannot sign the identity: {error}");
+            error_line(format!("cannot sign the identity: {error}"));
             ExitCode::from(2)
         }
     }
@@ -131,6 +147,10 @@ pub struct Connection {
     /// How long one call to the controller may take: seconds, or a number with s or m (`30s`).
     #[arg(long, env = "CLOUDLY_TIMEOUT", default_value = "30s", value_parser = parse_timeout, global = true)]
     timeout: std::time::Duration,
+    /// A PEM file of CA certificates: an `https://` controller's certificate must chain to one of
+    /// them (and no other root is trusted). Default: the system's roots (`SSL_CERT_FILE`).
+    #[arg(long = "ca-cert", env = "CLOUDLY_CA_CERT", global = true, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
 }
 
 /// Parses `--timeout`: `45` (seconds), `45s`, `2m`; at least one second, at most an hour.
@@ -146,6 +166,37 @@ fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| "must be 1 to 3600 seconds: a number of seconds, or a number with s or m (30s, 2m)".to_owned())
 }
 
+/// Parses `--wait`: as `--timeout`, or `0` (do not wait).
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim_end_matches('s') == "0" { Ok(std::time::Duration::ZERO) } else { parse_timeout(text) }
+}
+
+/// `-o` of a command that answers a list: a table unless asked otherwise.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ListOutput {
+    /// Output format: `table` (aligned columns, times in RFC 3339), `json` or `yaml` (the answer
+    /// as the controller gave it).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    output: OutputFormat,
+}
+
+/// `-o` of a command that answers one record: JSON unless asked otherwise.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RecordOutput {
+    /// Output format: `json` or `yaml` (the answer as the controller gave it), or `table`
+    /// (aligned columns, times in RFC 3339).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+    output: OutputFormat,
+}
+
+/// `-o` of a write or a raw call: JSON unless asked otherwise.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct WriteOutput {
+    /// Output format of the answer: `json` or `yaml`.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+    output: DataFormat,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
     /// Organizations.
@@ -157,10 +208,10 @@ pub enum AdminCommand {
     /// Cluster nodes.
     #[command(subcommand)]
     Node(NodeCommand),
-    /// Service runtime specs.
+    /// Service runtime specs and their runtime status.
     #[command(subcommand)]
     Service(ServiceCommand),
-    /// Cluster ingress designation.
+    /// Cluster ingress designation and registrations.
     #[command(subcommand)]
     Ingress(IngressCommand),
     /// Cluster relays.
@@ -182,237 +233,811 @@ pub enum AdminCommand {
     /// by compare-and-swap on the revision read; nodes compared by runtimeNamespace and
     /// hostAddresses); `rotateCredential: true` always writes the node. Prints what each record
     /// became (`created`, `updated` or `unchanged`) and each node bearer issued, once.
+    #[command(
+        after_help = "Examples:\n  cloudly apply -f deploy/examples/inventory.yaml\n  cloudly apply -f deploy/examples/inventory.yaml -o table\n  cat inventory.json | cloudly apply -f -"
+    )]
     Apply {
-        /// The inventory file (`.json`, `.yaml`/`.yml`, or by content).
+        /// The inventory file (`.json`, `.yaml`/`.yml`, or by content); `-` reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        #[command(flatten)]
+        output: RecordOutput,
     },
     /// Call any method with a request file; the identity is added to the request.
+    #[command(
+        after_help = "Examples:\n  cloudly call getCluster -f deploy/examples/get-cluster.json\n  echo '{ \"clusterId\": \"c1\" }' | cloudly call listClusterNodes -f - -o yaml"
+    )]
     Call {
-        /// The method name.
+        /// The method name (`openapi/openapi.yaml` lists them).
         method: String,
-        /// The request file, JSON or YAML (without `identity`).
+        /// The request file, JSON or YAML (without `identity`); `-` reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+    /// Print this client's version and the controller's (`getControllerVersion`; needs no
+    /// identity).
+    #[command(after_help = "Examples:\n  cloudly version\n  cloudly version -o json")]
+    Version {
+        #[command(flatten)]
+        output: ListOutput,
+    },
+    /// Whether the controller is ready (`GET /readyz`; needs no identity): prints `ready`, or why
+    /// not and exits 1. With `--wait`, asks again until it is ready or the time is up.
+    #[command(after_help = "Examples:\n  cloudly ready\n  cloudly ready --wait 60s")]
+    Ready {
+        /// How long to wait for the controller to be ready: seconds, or a number with s or m
+        /// (`60s`); `0` asks once.
+        #[arg(long, default_value = "0", value_parser = parse_wait)]
+        wait: std::time::Duration,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum OrgCommand {
     /// Create or replace an organization.
+    #[command(after_help = "Examples:\n  cloudly org put --id org --name \"Example Org\"")]
     Put {
+        /// The organization id.
         #[arg(long)]
         id: String,
+        /// Its display name.
         #[arg(long)]
         name: String,
+        #[command(flatten)]
+        output: WriteOutput,
     },
     /// One organization.
+    #[command(after_help = "Examples:\n  cloudly org get --id org\n  cloudly org get --id org -o table")]
     Get {
+        /// The organization id.
         #[arg(long)]
         id: String,
+        #[command(flatten)]
+        output: RecordOutput,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Create (no --expected-revision) or replace a cluster from a JSON file.
+    /// Create (no --expected-revision) or replace a cluster from a JSON or YAML file.
+    #[command(
+        after_help = "Examples:\n  cloudly cluster put -f deploy/examples/cluster.json\n  cloudly cluster put -f deploy/examples/cluster.json --expected-revision 1"
+    )]
     Put {
+        /// The cluster record (`.json`, `.yaml`/`.yml`, or by content); `-` reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// The cluster's current revision; omit to create.
         #[arg(long = "expected-revision")]
         expected_revision: Option<u64>,
+        #[command(flatten)]
+        output: WriteOutput,
     },
     /// One cluster.
-    Get { id: String },
+    #[command(after_help = "Examples:\n  cloudly cluster get --id c1\n  cloudly cluster get --id c1 -o yaml")]
+    Get {
+        /// The cluster id (also `--cluster`).
+        #[arg(
+            long = "id",
+            alias = "cluster",
+            required_unless_present = "positional_id",
+            conflicts_with = "positional_id"
+        )]
+        id: Option<String>,
+        /// The cluster id, as an argument (the older form of `--id`).
+        #[arg(value_name = "ID", hide = true)]
+        positional_id: Option<String>,
+        #[command(flatten)]
+        output: RecordOutput,
+    },
     /// Every cluster.
-    List,
+    #[command(after_help = "Examples:\n  cloudly cluster list\n  cloudly cluster list -o json")]
+    List {
+        #[command(flatten)]
+        output: ListOutput,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum NodeCommand {
-    /// Create or update a node from a JSON file; prints its bearer once when issued.
+    /// Create or update a node from a JSON or YAML file; prints its bearer once when issued.
+    #[command(
+        after_help = "Examples:\n  cloudly node put --cluster c1 -f deploy/examples/node.json\n  cloudly node put --cluster c1 -f deploy/examples/node.json --rotate"
+    )]
     Put {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
+        /// The node record (`.json`, `.yaml`/`.yml`, or by content); `-` reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
-        /// Issue a new bearer.
+        /// Issue a new bearer (the old one stops working).
         #[arg(long)]
         rotate: bool,
+        #[command(flatten)]
+        output: WriteOutput,
     },
     /// One node with its session status (never its bearer).
+    #[command(
+        after_help = "Examples:\n  cloudly node get --cluster c1 --id node-1\n  cloudly node get --cluster c1 --id node-1 -o table"
+    )]
     Get {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        #[arg(long)]
+        /// The node id (also `--node`).
+        #[arg(long = "id", alias = "node")]
         id: String,
+        #[command(flatten)]
+        output: RecordOutput,
     },
     /// The nodes of a cluster.
+    #[command(after_help = "Examples:\n  cloudly node list --cluster c1")]
     List {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
+        #[command(flatten)]
+        output: ListOutput,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ServiceCommand {
-    /// Write a service runtime spec from a JSON file (without `revision`).
+    /// Write a service runtime spec from a JSON or YAML file (without `revision`).
+    #[command(
+        after_help = "Examples:\n  cloudly service put -f deploy/examples/web-spec.json\n  cloudly service put -f deploy/examples/web-spec.json --expected-revision 1"
+    )]
     Put {
+        /// The spec (`.json`, `.yaml`/`.yml`, or by content); `-` reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// The current revision; omit to create.
         #[arg(long = "expected-revision")]
         expected_revision: Option<u64>,
+        #[command(flatten)]
+        output: WriteOutput,
     },
     /// The current spec, or one revision.
+    #[command(
+        after_help = "Examples:\n  cloudly service get --cluster c1 --id web\n  cloudly service get --cluster c1 --id web --revision 1 -o table"
+    )]
     Get {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        #[arg(long)]
-        service: String,
+        /// The service id (also `--service`).
+        #[arg(long = "id", alias = "service")]
+        id: String,
+        /// One revision; omit for the current spec.
         #[arg(long)]
         revision: Option<u64>,
+        #[command(flatten)]
+        output: RecordOutput,
     },
     /// Delete a service.
+    #[command(after_help = "Examples:\n  cloudly service delete --cluster c1 --id web --expected-revision 1")]
     Delete {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        #[arg(long)]
-        service: String,
+        /// The service id (also `--service`).
+        #[arg(long = "id", alias = "service")]
+        id: String,
+        /// The service's current spec revision.
         #[arg(long = "expected-revision")]
         expected_revision: u64,
+        #[command(flatten)]
+        output: WriteOutput,
     },
     /// Why a service runs or does not: the runtime status of every service of the cluster, or of
     /// one (`getServiceRuntimeStatus` / `listServiceRuntimeStatuses`).
+    #[command(
+        after_help = "Examples:\n  cloudly service status --cluster c1\n  cloudly service status --cluster c1 --id web -o json"
+    )]
     Status {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        /// One service; omit for all.
-        #[arg(long)]
-        service: Option<String>,
-        /// `table` (readable) or `json` (the answer as the controller gave it).
-        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-        output: OutputFormat,
+        /// One service (also `--service`); omit for all.
+        #[arg(long = "id", alias = "service")]
+        id: Option<String>,
+        #[command(flatten)]
+        output: ListOutput,
     },
-}
-
-/// How a command that has a readable form prints its answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Aligned columns for people.
-    Table,
-    /// The controller's answer as JSON.
-    Json,
-}
-
-/// What a command prints on success.
-enum Answer {
-    /// The controller's answer (or the command's own summary) as JSON.
-    Json(Value),
-    /// A readable text.
-    Text(String),
-}
-
-/// A JSON value as a table cell: a string as it is, `null` as `-`, anything else as JSON.
-fn cell(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => "-".to_owned(),
-        other => other.to_string(),
-    }
-}
-
-/// Service statuses as aligned columns: service, spec revision, state, reason, changed at.
-fn status_table(statuses: &[Value]) -> String {
-    let rows: Vec<Vec<String>> = statuses
-        .iter()
-        .map(|status| {
-            ["id", "specRevision", "state", "reason", "changedAt"].iter().map(|key| cell(&status[*key])).collect()
-        })
-        .collect();
-    let header = ["SERVICE", "REVISION", "STATE", "REASON", "CHANGED AT (ms)"].map(str::to_owned);
-    aligned(&header, &rows)
 }
 
 #[derive(Debug, Subcommand)]
 pub enum VolumeCommand {
     /// Every claim of the cluster with the node's last state (`listRuntimeLocalStorageClaims`).
+    #[command(after_help = "Examples:\n  cloudly volume list --cluster c1\n  cloudly volume list --cluster c1 -o json")]
     List {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        /// `table` (readable) or `json` (the answer as the controller gave it).
-        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-        output: OutputFormat,
+        #[command(flatten)]
+        output: ListOutput,
     },
     /// Decide on a claim whose node answered `uncertain` (`resolveRuntimeLocalStorageClaim`):
     /// `rebind` keeps and mounts the bytes, `purge` deletes them. The claim's current generation
     /// is read from the cluster's list first; `--generation` makes sure it is the one you saw.
+    #[command(
+        after_help = "Examples:\n  cloudly volume resolve --cluster c1 --id lsc-<id> --generation 1 --decision rebind"
+    )]
     Resolve {
+        /// The cluster.
         #[arg(long)]
         cluster: String,
-        /// The claim id (`lsc-…`).
-        #[arg(long)]
-        claim: String,
+        /// The claim id, `lsc-…` (also `--claim`).
+        #[arg(long = "id", alias = "claim")]
+        id: String,
         /// The generation the decision is for; refused when the claim has moved on.
         #[arg(long)]
         generation: Option<u64>,
+        /// `rebind` (keep and mount the bytes) or `purge` (delete them).
         #[arg(long, value_enum)]
         decision: DecisionArg,
+        #[command(flatten)]
+        output: WriteOutput,
     },
 }
 
+/// An operator's decision on an `uncertain` claim.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DecisionArg {
+    /// Delete the bytes.
     Purge,
+    /// Keep and mount the bytes.
     Rebind,
 }
 
-/// Claims as aligned columns: claim, service, volume, node, generation, lifecycle, node state
-/// (with the generation it is about when that is not the head), faults.
-fn claim_table(claims: &[Value]) -> String {
-    let rows: Vec<Vec<String>> = claims
-        .iter()
-        .map(|listing| {
-            let claim = &listing["claim"];
-            let node = &listing["node"];
-            let state = match (&node["state"], &node["generation"]) {
-                (Value::Null, _) => "pending".to_owned(),
-                (state, generation) if generation == &claim["generation"] => cell(state),
-                (state, generation) => format!("{} (generation {generation})", cell(state)),
+#[derive(Debug, Subcommand)]
+pub enum RelayCommand {
+    /// Issue or rotate a relay's credential; prints its bearer once.
+    #[command(after_help = "Examples:\n  cloudly relay credential --cluster c1 --id relay-1")]
+    Credential {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The relay id (also `--relay`).
+        #[arg(long = "id", alias = "relay")]
+        id: String,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+}
+
+/// A route's transport protocol.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ProtocolArg {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RouteCommand {
+    /// Create or replace the route of a hostname.
+    #[command(
+        after_help = "Examples:\n  cloudly route put --cluster c1 --hostname www.example.net --service web --protocol tcp --port 443"
+    )]
+    Put {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The hostname routed (a lowercase DNS name; also `--id`).
+        #[arg(long, alias = "id")]
+        hostname: String,
+        /// The service it reaches.
+        #[arg(long)]
+        service: String,
+        /// The transport protocol.
+        #[arg(long, value_enum, default_value = "tcp")]
+        protocol: ProtocolArg,
+        /// The port: one the service declares with that protocol.
+        #[arg(long)]
+        port: u16,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+    /// Delete the route of a hostname.
+    #[command(after_help = "Examples:\n  cloudly route delete --cluster c1 --hostname www.example.net")]
+    Delete {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The hostname (also `--id`).
+        #[arg(long, alias = "id")]
+        hostname: String,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+    /// The cluster's route table (no rows, or `table: null` as JSON, before its first route).
+    #[command(after_help = "Examples:\n  cloudly route list --cluster c1\n  cloudly route list --cluster c1 -o json")]
+    List {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        #[command(flatten)]
+        output: ListOutput,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetworkCommand {
+    /// The cluster's address plan.
+    #[command(subcommand)]
+    Plan(NetworkPlanCommand),
+    /// A node's current signed projection: prints `{ projection, applied }` (the payload and
+    /// the generation the node last reported applying).
+    #[command(
+        after_help = "Examples:\n  cloudly network projection --cluster c1 --id node-1\n  cloudly network projection --cluster c1 --id node-1 --verify -o table"
+    )]
+    Projection {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The node id (also `--node`).
+        #[arg(long = "id", alias = "node")]
+        id: String,
+        /// Also check the signature against `getControllerSigningKeys` and the projection's
+        /// rules (`validateRuntimeNetworkProjection`; a first generation also passes
+        /// `admitRuntimeNetworkProjection` from nothing); prints the signing key id as `keyId`.
+        #[arg(long)]
+        verify: bool,
+        #[command(flatten)]
+        output: RecordOutput,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetworkPlanCommand {
+    /// Write the address plan from a JSON or YAML file (without `digest`). The plan's revision is
+    /// --expected-revision + 1, or the file's `revision`, or 1 for a first plan.
+    #[command(
+        after_help = "Examples:\n  cloudly network plan put -f deploy/examples/network-plan.yaml\n  cloudly network plan put -f deploy/examples/network-plan.yaml --expected-revision 1"
+    )]
+    Put {
+        /// The plan (`.json`, `.yaml`/`.yml`, or by content); `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The current revision of the cluster's plan; omit for a first plan.
+        #[arg(long = "expected-revision")]
+        expected_revision: Option<u64>,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+    /// The cluster's address plan and protected authority (`null` before its first plan).
+    #[command(
+        after_help = "Examples:\n  cloudly network plan get --cluster c1\n  cloudly network plan get --cluster c1 -o table"
+    )]
+    Get {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        #[command(flatten)]
+        output: RecordOutput,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IngressCommand {
+    /// Designate a service as the cluster's ingress. Reads the cluster's runtime, the service's
+    /// current spec revision and the current designation, and sends the compare-and-swap. The
+    /// request is remembered under the state directory; the same --mutation-id resends it
+    /// unchanged, so a retry is answered as a replay.
+    #[command(
+        after_help = "Examples:\n  cloudly ingress designate --cluster c1 --service ingress\n  cloudly ingress designate --cluster c1 --service ingress --mutation-id rotate-1"
+    )]
+    Designate {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The service designated as the cluster's ingress.
+        #[arg(long)]
+        service: String,
+        /// The mutation id (retry with the same one after a lost answer: the remembered request
+        /// is resent); default: a new one.
+        #[arg(long = "mutation-id")]
+        mutation_id: Option<String>,
+        #[command(flatten)]
+        output: WriteOutput,
+    },
+    /// The cluster's current designation.
+    #[command(
+        after_help = "Examples:\n  cloudly ingress get --cluster c1\n  cloudly ingress get --cluster c1 -o table"
+    )]
+    Get {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        #[command(flatten)]
+        output: RecordOutput,
+    },
+    /// The designation chain, oldest first.
+    #[command(
+        after_help = "Examples:\n  cloudly ingress list --cluster c1\n  cloudly ingress list --cluster c1 --from-generation 2 --limit 10 -o json"
+    )]
+    List {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The first generation listed (the `nextGeneration` of the previous page).
+        #[arg(long = "from-generation")]
+        from_generation: Option<u64>,
+        /// At most this many designations.
+        #[arg(long)]
+        limit: Option<u64>,
+        #[command(flatten)]
+        output: ListOutput,
+    },
+    /// The accepted ingress registrations of the cluster, newest first.
+    #[command(
+        after_help = "Examples:\n  cloudly ingress registrations --cluster c1\n  cloudly ingress registrations --cluster c1 --node node-1 --limit 20 -o json"
+    )]
+    Registrations {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// Only this node's registrations.
+        #[arg(long)]
+        node: Option<String>,
+        /// Only registrations older than this sequence (the `nextBefore` of the previous page).
+        #[arg(long)]
+        before: Option<u64>,
+        /// At most this many registrations.
+        #[arg(long)]
+        limit: Option<u64>,
+        #[command(flatten)]
+        output: ListOutput,
+    },
+}
+
+/// How an administrator command ended other than with an answer; each is one exit code.
+enum Outcome {
+    /// The controller answered an error (exit 1), with the request id of the call.
+    Refused(TypedError, String),
+    /// The command cannot be run as given: no identity, an unreadable or invalid file (exit 2).
+    Usage(anyhow::Error),
+    /// The controller could not be reached, broke the exchange, did not answer in time, or
+    /// answered something that is not an envelope (exit 3). The message names the URL.
+    Unreachable(String),
+    /// `ready`: the controller answered that it is not ready (exit 1).
+    NotReady(String),
+}
+
+impl From<anyhow::Error> for Outcome {
+    fn from(error: anyhow::Error) -> Self {
+        Outcome::Usage(error)
+    }
+}
+
+/// A failed call: the error and the request id of the call.
+struct Failed {
+    error: CallError,
+    request_id: String,
+    endpoint: String,
+}
+
+impl From<Failed> for Outcome {
+    fn from(failed: Failed) -> Self {
+        let Failed { error, request_id, endpoint } = failed;
+        match error {
+            CallError::Typed(error) => Outcome::Refused(error, request_id),
+            CallError::Http { status, body } => Outcome::Unreachable(format!(
+                "{endpoint} answered HTTP {status} instead of an envelope: {}\nrequest id: {request_id}",
+                body.trim()
+            )),
+            other => Outcome::Unreachable(format!("{other}\nrequest id: {request_id}")),
+        }
+    }
+}
+
+/// A client of the controller and the caller's identity (read only by the commands that need it).
+struct Session {
+    client: Client,
+    identity: Option<PathBuf>,
+    url: String,
+}
+
+impl Session {
+    fn open(connection: &Connection) -> Result<Session, Outcome> {
+        let client = Client::with_options(&connection.url, connection.timeout, connection.ca_cert.as_deref())
+            .map_err(|error| anyhow::anyhow!("--url {}: {error}", crate::config::redact_url(&connection.url)))?;
+        Ok(Session { client, identity: connection.identity.clone(), url: connection.url.clone() })
+    }
+
+    /// The identity file's content.
+    fn identity(&self) -> Result<Value, Outcome> {
+        let path = self
+            .identity
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no identity: pass --identity FILE or set CLOUDLY_IDENTITY"))?;
+        Ok(read_document(path)?)
+    }
+
+    /// `method` as the identity's holder.
+    async fn call(&self, method: &str, mut request: Value) -> Result<Value, Outcome> {
+        request["identity"] = self.identity()?;
+        self.call_anonymous(method, request).await.map_err(Outcome::from)
+    }
+
+    /// `method` without an identity.
+    async fn call_anonymous(&self, method: &str, request: Value) -> Result<Value, Failed> {
+        let (request_id, answer) = self.client.call_traced(method, request).await;
+        answer.map_err(|error| Failed { error, request_id, endpoint: self.client.endpoint().to_owned() })
+    }
+
+    /// `method`'s answer, or `None` when the controller answers `not-found`.
+    async fn call_if_found(&self, method: &str, request: Value) -> Result<Option<Value>, Outcome> {
+        match self.call(method, request).await {
+            Ok(answer) => Ok(Some(answer)),
+            Err(Outcome::Refused(error, _)) if error.code() == "not-found" => Ok(None),
+            Err(outcome) => Err(outcome),
+        }
+    }
+}
+
+/// What a command prints on success: the answer, in `format`, through `view` for a table.
+struct Answer {
+    value: Value,
+    format: OutputFormat,
+    view: Option<&'static View>,
+}
+
+impl Answer {
+    fn data(value: Value, output: WriteOutput) -> Answer {
+        Answer { value, format: output.output.into(), view: None }
+    }
+
+    fn viewed(value: Value, format: OutputFormat, view: &'static View) -> Answer {
+        Answer { value, format, view: Some(view) }
+    }
+
+    fn print(&self) {
+        match (self.format, self.view) {
+            (OutputFormat::Table, Some(view)) => stdout_line(&view.render(&self.value)),
+            (OutputFormat::Table, None) if self.value.is_string() => stdout_line(self.value.as_str().unwrap_or("")),
+            (OutputFormat::Yaml, _) => output::print_data(&self.value, DataFormat::Yaml),
+            _ => output::print_data(&self.value, DataFormat::Json),
+        }
+    }
+}
+
+/// Runs an administrator command against the controller of `connection`.
+pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            error_line(format!("cannot start the runtime: {error}"));
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let session = Session::open(connection)?;
+        execute(command, &session).await
+    });
+    match outcome {
+        Ok(answer) => {
+            answer.print();
+            ExitCode::SUCCESS
+        }
+        Err(Outcome::Refused(error, request_id)) => {
+            let refusal = json!({ "error": { "text": error.text, "data": error.data }, "requestId": request_id });
+            stderr_line(&output::json_text(&refusal));
+            ExitCode::from(1)
+        }
+        Err(Outcome::NotReady(message)) => {
+            stderr_line(&message);
+            ExitCode::from(1)
+        }
+        Err(Outcome::Usage(error)) => {
+            error_line(format!("{error:#}"));
+            ExitCode::from(2)
+        }
+        Err(Outcome::Unreachable(message)) => {
+            error_line(message);
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// `cloudly version`: this client's version, then the controller's.
+async fn version(session: &Session, output: ListOutput) -> Result<Answer, Outcome> {
+    use crate::domain::version::{PROFILE, VERSION};
+    let client = json!({ "component": "client", "version": VERSION, "profile": PROFILE, "controllerId": null });
+    let controller = match session.call_anonymous("getControllerVersion", json!({})).await {
+        Ok(answer) => answer,
+        Err(failed) => {
+            // The client's version is worth printing even when the controller cannot be asked.
+            stderr_line(&format!("client version: {VERSION} ({PROFILE})"));
+            return Err(failed.into());
+        }
+    };
+    let mut controller_row = controller.clone();
+    controller_row["component"] = json!("controller");
+    let value = match output.output {
+        OutputFormat::Table => json!({ "components": [client, controller_row] }),
+        _ => json!({ "client": { "version": VERSION, "profile": PROFILE }, "controller": controller }),
+    };
+    Ok(Answer::viewed(value, output.output, &views::VERSION_VIEW))
+}
+
+/// `cloudly ready`: `GET /readyz` until it answers 200 or `wait` is over.
+async fn ready(session: &Session, wait: std::time::Duration) -> Result<Answer, Outcome> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let readyz = format!("{}/readyz", crate::config::redact_url(session.url.trim_end_matches('/')));
+    loop {
+        let outcome = match session.client.get("/readyz").await {
+            Ok((200, _)) => return Ok(Answer { value: json!("ready"), format: OutputFormat::Table, view: None }),
+            Ok((status, body)) => {
+                let reason = serde_json::from_str::<Value>(&body)
+                    .ok()
+                    .and_then(|body| body["reason"].as_str().map(str::to_owned));
+                Outcome::NotReady(format!(
+                    "not ready: {readyz} answered {status} ({})",
+                    reason.unwrap_or_else(|| body.trim().to_owned())
+                ))
+            }
+            Err(error) => Outcome::Unreachable(error.to_string()),
+        };
+        if tokio::time::Instant::now() + std::time::Duration::from_millis(250) > deadline {
+            return Err(outcome);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Outcome> {
+    // A read answered through a view: (method, request, format, view).
+    let read = |method: &str, request: Value, format: OutputFormat, view: &'static View| {
+        (method.to_owned(), request, format, view)
+    };
+    let (method, request, format, view) = match command {
+        AdminCommand::Version { output } => return version(session, output).await,
+        AdminCommand::Ready { wait } => return ready(session, wait).await,
+        AdminCommand::Apply { file, output } => {
+            let applied = apply(session, Inventory::read(&file)?).await?;
+            return Ok(Answer::viewed(applied, output.output, &views::APPLIED_VIEW));
+        }
+        AdminCommand::Call { method, file, output } => {
+            return Ok(Answer::data(session.call(&method, read_document(&file)?).await?, output));
+        }
+        AdminCommand::Org(OrgCommand::Put { id, name, output }) => {
+            let request = json!({ "organization": { "id": id, "name": name } });
+            return Ok(Answer::data(session.call("putOrganization", request).await?, output));
+        }
+        AdminCommand::Org(OrgCommand::Get { id, output }) => {
+            read("getOrganization", json!({ "organizationId": id }), output.output, &views::ORGANIZATION_VIEW)
+        }
+        AdminCommand::Cluster(ClusterCommand::Put { file, expected_revision, output }) => {
+            let request =
+                json!({ "cluster": read_record(&file, RecordKind::Cluster)?, "expectedRevision": expected_revision });
+            return Ok(Answer::data(session.call("putCluster", request).await?, output));
+        }
+        AdminCommand::Cluster(ClusterCommand::Get { id, positional_id, output }) => {
+            let id = id.or(positional_id).unwrap_or_default();
+            read("getCluster", json!({ "clusterId": id }), output.output, &views::CLUSTER_VIEW)
+        }
+        AdminCommand::Cluster(ClusterCommand::List { output }) => {
+            read("listClusters", json!({}), output.output, &views::CLUSTERS_VIEW)
+        }
+        AdminCommand::Node(NodeCommand::Put { cluster, file, rotate, output }) => {
+            let node = read_record(&file, RecordKind::Node)?;
+            let request = json!({ "clusterId": cluster, "node": node, "rotateCredential": rotate });
+            return Ok(Answer::data(session.call("putClusterNode", request).await?, output));
+        }
+        AdminCommand::Node(NodeCommand::Get { cluster, id, output }) => {
+            let request = json!({ "clusterId": cluster, "nodeId": id });
+            read("getClusterNode", request, output.output, &views::NODE_VIEW)
+        }
+        AdminCommand::Node(NodeCommand::List { cluster, output }) => {
+            read("listClusterNodes", json!({ "clusterId": cluster }), output.output, &views::NODES_VIEW)
+        }
+        AdminCommand::Service(ServiceCommand::Put { file, expected_revision, output }) => {
+            let spec = read_record(&file, RecordKind::ServiceSpec)?;
+            let request = json!({ "spec": spec, "expectedRevision": expected_revision });
+            return Ok(Answer::data(session.call("putServiceRuntimeSpec", request).await?, output));
+        }
+        AdminCommand::Service(ServiceCommand::Get { cluster, id, revision, output }) => {
+            let request = with_optional(
+                json!({ "clusterId": cluster, "serviceId": id }),
+                &[("revision", revision.map(Value::from))],
+            );
+            read("getServiceRuntimeSpec", request, output.output, &views::SPEC_VIEW)
+        }
+        AdminCommand::Service(ServiceCommand::Delete { cluster, id, expected_revision, output }) => {
+            let request = json!({ "clusterId": cluster, "serviceId": id, "expectedRevision": expected_revision });
+            return Ok(Answer::data(session.call("deleteService", request).await?, output));
+        }
+        AdminCommand::Service(ServiceCommand::Status { cluster, id: Some(id), output }) => {
+            let request = json!({ "clusterId": cluster, "serviceId": id });
+            read("getServiceRuntimeStatus", request, output.output, &views::STATUS_VIEW)
+        }
+        AdminCommand::Service(ServiceCommand::Status { cluster, id: None, output }) => {
+            read("listServiceRuntimeStatuses", json!({ "clusterId": cluster }), output.output, &views::STATUSES_VIEW)
+        }
+        AdminCommand::Volume(VolumeCommand::List { cluster, output }) => {
+            let request = json!({ "clusterId": cluster });
+            read("listRuntimeLocalStorageClaims", request, output.output, &views::CLAIMS_VIEW)
+        }
+        AdminCommand::Volume(VolumeCommand::Resolve { cluster, id, generation, decision, output }) => {
+            return Ok(Answer::data(resolve_claim(session, &cluster, &id, generation, decision).await?, output));
+        }
+        AdminCommand::Relay(RelayCommand::Credential { cluster, id, output }) => {
+            let request = json!({ "clusterId": cluster, "relayId": id });
+            return Ok(Answer::data(session.call("issueClusterRelayCredential", request).await?, output));
+        }
+        AdminCommand::Route(RouteCommand::Put { cluster, hostname, service, protocol, port, output }) => {
+            let protocol = match protocol {
+                ProtocolArg::Tcp => "tcp",
+                ProtocolArg::Udp => "udp",
             };
-            let mut row: Vec<String> = ["id", "serviceId", "volumeId", "nodeId", "generation", "lifecycle"]
-                .iter()
-                .map(|key| cell(&claim[*key]))
-                .collect();
-            row.push(state);
-            row.push(cell(&listing["faults"]["count"]));
-            row
-        })
-        .collect();
-    let header = ["CLAIM", "SERVICE", "VOLUME", "NODE", "GENERATION", "LIFECYCLE", "NODE STATE", "FAULTS"];
-    aligned(&header.map(str::to_owned), &rows)
+            let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
+            let request = json!({ "clusterId": cluster, "route": route });
+            return Ok(Answer::data(session.call("putClusterIngressRoute", request).await?, output));
+        }
+        AdminCommand::Route(RouteCommand::Delete { cluster, hostname, output }) => {
+            let request = json!({ "clusterId": cluster, "hostname": hostname });
+            return Ok(Answer::data(session.call("deleteClusterIngressRoute", request).await?, output));
+        }
+        AdminCommand::Route(RouteCommand::List { cluster, output }) => {
+            read("getClusterIngressRoutes", json!({ "clusterId": cluster }), output.output, &views::ROUTES_VIEW)
+        }
+        AdminCommand::Network(NetworkCommand::Projection { cluster, id, verify, output }) => {
+            let projection = node_projection(session, &cluster, &id, verify).await?;
+            return Ok(Answer::viewed(projection, output.output, &views::PROJECTION_VIEW));
+        }
+        AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Put { file, expected_revision, output })) => {
+            let request = json!({ "plan": read_network_plan(&file, expected_revision)? });
+            return Ok(Answer::data(session.call("putRuntimeNetworkAddressPlan", request).await?, output));
+        }
+        AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Get { cluster, output })) => {
+            let request = json!({ "clusterId": cluster });
+            read("getRuntimeNetworkAddressPlan", request, output.output, &views::PLAN_VIEW)
+        }
+        AdminCommand::Ingress(IngressCommand::Designate { cluster, service, mutation_id, output }) => {
+            return Ok(Answer::data(designate(session, cluster, service, mutation_id).await?, output));
+        }
+        AdminCommand::Ingress(IngressCommand::Get { cluster, output }) => {
+            let request = json!({ "clusterId": cluster });
+            read("getClusterIngressDesignation", request, output.output, &views::DESIGNATION_VIEW)
+        }
+        AdminCommand::Ingress(IngressCommand::List { cluster, from_generation, limit, output }) => {
+            let request = with_optional(
+                json!({ "clusterId": cluster }),
+                &[("fromGeneration", from_generation.map(Value::from)), ("limit", limit.map(Value::from))],
+            );
+            read("listClusterIngressDesignations", request, output.output, &views::DESIGNATIONS_VIEW)
+        }
+        AdminCommand::Ingress(IngressCommand::Registrations { cluster, node, before, limit, output }) => {
+            let request = with_optional(
+                json!({ "clusterId": cluster }),
+                &[
+                    ("nodeId", node.map(Value::from)),
+                    ("before", before.map(Value::from)),
+                    ("limit", limit.map(Value::from)),
+                ],
+            );
+            read("listClusterIngressRegistrations", request, output.output, &views::REGISTRATIONS_VIEW)
+        }
+    };
+    Ok(Answer::viewed(session.call(&method, request).await?, format, view))
 }
 
-/// `header` and `rows` as left-aligned columns two spaces apart.
-fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..header.len())
-        .map(|column| {
-            rows.iter().map(Vec::as_slice).chain([header]).map(|row| row[column].chars().count()).max().unwrap_or(0)
-        })
-        .collect();
-    std::iter::once(header)
-        .chain(rows.iter().map(Vec::as_slice))
-        .map(|row| {
-            let cells: Vec<String> =
-                row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
-            cells.join("  ").trim_end().to_owned()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Adds each present optional member to `request`.
+fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value {
+    for (name, value) in members {
+        if let Some(value) = value {
+            request[*name] = value.clone();
+        }
+    }
+    request
 }
 
-/// `resolveRuntimeLocalStorageClaim` for the current generation of `claim`, read from the
-/// cluster's list.
 /// `network projection`: the node's projection payload and application, verified on request.
 async fn node_projection(session: &Session, cluster: &str, node: &str, verify: bool) -> Result<Value, Outcome> {
     let answer =
@@ -445,6 +1070,8 @@ async fn node_projection(session: &Session, cluster: &str, node: &str, verify: b
     Ok(printed)
 }
 
+/// `resolveRuntimeLocalStorageClaim` for the current generation of `claim`, read from the
+/// cluster's list.
 async fn resolve_claim(
     session: &Session,
     cluster: &str,
@@ -459,7 +1086,7 @@ async fn resolve_claim(
         .flatten()
         .map(|listing| &listing["claim"])
         .find(|listed| listed["id"] == claim)
-        .ok_or_else(|| anyhow::anyhow!("--claim {claim}: cluster {cluster} has no such claim"))?;
+        .ok_or_else(|| anyhow::anyhow!("--id {claim}: cluster {cluster} has no such claim"))?;
     if let Some(generation) = generation
         && current["generation"] != generation
     {
@@ -474,234 +1101,7 @@ async fn resolve_claim(
         DecisionArg::Rebind => "rebind",
     };
     let reference = json!({ "id": current["id"], "generation": current["generation"], "digest": current["digest"] });
-    Ok(session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await?)
-}
-
-#[derive(Debug, Subcommand)]
-pub enum RelayCommand {
-    /// Issue or rotate a relay's credential; prints its bearer once.
-    Credential {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long)]
-        relay: String,
-    },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ProtocolArg {
-    Tcp,
-    Udp,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum RouteCommand {
-    /// Create or replace the route of a hostname.
-    Put {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long)]
-        hostname: String,
-        #[arg(long)]
-        service: String,
-        #[arg(long, value_enum, default_value = "tcp")]
-        protocol: ProtocolArg,
-        #[arg(long)]
-        port: u16,
-    },
-    /// Delete the route of a hostname.
-    Delete {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long)]
-        hostname: String,
-    },
-    /// The cluster's route table (`null` before its first route).
-    List {
-        #[arg(long)]
-        cluster: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum NetworkCommand {
-    /// The cluster's address plan.
-    #[command(subcommand)]
-    Plan(NetworkPlanCommand),
-    /// A node's current signed projection: prints `{ projection, applied }` (the payload and
-    /// the generation the node last reported applying).
-    Projection {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long)]
-        node: String,
-        /// Also check the signature against `getControllerSigningKeys` and the projection's
-        /// rules (`validateRuntimeNetworkProjection`; a first generation also passes
-        /// `admitRuntimeNetworkProjection` from nothing); prints the signing key id as `keyId`.
-        #[arg(long)]
-        verify: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum NetworkPlanCommand {
-    /// Write the address plan from a JSON or YAML file (without `digest`). The plan's revision is
-    /// --expected-revision + 1, or the file's `revision`, or 1 for a first plan.
-    Put {
-        #[arg(short = 'f', long = "file")]
-        file: PathBuf,
-        /// The current revision of the cluster's plan; omit for a first plan.
-        #[arg(long = "expected-revision")]
-        expected_revision: Option<u64>,
-    },
-    /// The cluster's address plan and protected authority (`null` before its first plan).
-    Get {
-        #[arg(long)]
-        cluster: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum IngressCommand {
-    /// Designate a service as the cluster's ingress. Reads the cluster's runtime, the service's
-    /// current spec revision and the current designation, and sends the compare-and-swap. The
-    /// request is remembered under the state directory; the same --mutation-id resends it
-    /// unchanged, so a retry is answered as a replay.
-    Designate {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long)]
-        service: String,
-        /// The mutation id (retry with the same one after a lost answer: the remembered request
-        /// is resent); default: a new one.
-        #[arg(long = "mutation-id")]
-        mutation_id: Option<String>,
-    },
-    /// The cluster's current designation.
-    Get {
-        #[arg(long)]
-        cluster: String,
-    },
-    /// The designation chain, oldest first.
-    List {
-        #[arg(long)]
-        cluster: String,
-        #[arg(long = "from-generation")]
-        from_generation: Option<u64>,
-        #[arg(long)]
-        limit: Option<u64>,
-    },
-    /// The accepted ingress registrations of the cluster, newest first.
-    Registrations {
-        #[arg(long)]
-        cluster: String,
-        /// Only this node's registrations.
-        #[arg(long)]
-        node: Option<String>,
-        /// Only registrations older than this sequence (the `nextBefore` of the previous page).
-        #[arg(long)]
-        before: Option<u64>,
-        #[arg(long)]
-        limit: Option<u64>,
-    },
-}
-
-/// How an administrator command ended other than with an answer; each is one exit code.
-enum Outcome {
-    /// The controller answered an error (exit 1).
-    Refused(TypedError),
-    /// The command cannot be run as given: no identity, an unreadable or invalid file (exit 2).
-    Usage(anyhow::Error),
-    /// The controller could not be reached, broke the exchange, did not answer in time, or
-    /// answered something that is not an envelope (exit 3).
-    Unreachable(String),
-}
-
-impl From<CallError> for Outcome {
-    fn from(error: CallError) -> Self {
-        match error {
-            CallError::Typed(error) => Outcome::Refused(error),
-            other => Outcome::Unreachable(other.to_string()),
-        }
-    }
-}
-
-impl From<anyhow::Error> for Outcome {
-    fn from(error: anyhow::Error) -> Self {
-        Outcome::Usage(error)
-    }
-}
-
-struct Session {
-    client: Client,
-    identity: Value,
-}
-
-impl Session {
-    fn open(connection: &Connection) -> Result<Session, Outcome> {
-        let path = connection
-            .identity
-            .as_ref()
-            .ok_or_else(|| anyhow::anyhow!("no identity: pass --identity FILE or set CLOUDLY_IDENTITY"))?;
-        let identity = read_document(path)?;
-        let client = Client::with_timeout(&connection.url, connection.timeout)
-            .map_err(|error| anyhow::anyhow!("--url {}: {error}", crate::config::redact_url(&connection.url)))?;
-        Ok(Session { client, identity })
-    }
-
-    async fn call(&self, method: &str, mut request: Value) -> Result<Value, CallError> {
-        request["identity"] = self.identity.clone();
-        self.client.call(method, request).await
-    }
-
-    /// `method`'s answer, or `None` when the controller answers `not-found`.
-    async fn call_if_found(&self, method: &str, request: Value) -> Result<Option<Value>, Outcome> {
-        match self.call(method, request).await {
-            Ok(answer) => Ok(Some(answer)),
-            Err(CallError::Typed(error)) if error.code() == "not-found" => Ok(None),
-            Err(error) => Err(error.into()),
-        }
-    }
-}
-
-pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let outcome = runtime.block_on(async {
-        let session = Session::open(connection)?;
-        execute(command, &session, connection).await
-    });
-    match outcome {
-        Ok(Answer::Json(response)) => {
-            println!("{}", serde_json::to_string_pretty(&response).expect("JSON serializes"));
-            ExitCode::SUCCESS
-        }
-        Ok(Answer::Text(text)) => {
-            println!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(Outcome::Refused(error)) => {
-            eprintln!(
-                "{}",
-                serde_json::to_string_pretty(&json!({ "error": { "text": error.text, "data": error.data } }))
-                    .expect("JSON serializes")
-            );
-            ExitCode::from(1)
-        }
-        Err(Outcome::Usage(error)) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-        Err(Outcome::Unreachable(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::from(3)
-        }
-    }
+    session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await
 }
 
 /// The members of an inventory file.
@@ -850,7 +1250,6 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
 /// controller's current state (remembered before it is sent).
 async fn designate(
     session: &Session,
-    connection: &Connection,
     cluster: String,
     service: String,
     mutation_id: Option<String>,
@@ -858,24 +1257,26 @@ async fn designate(
     let remembered_designations = RememberedDesignations::from_environment();
     let given_mutation_id = mutation_id.is_some();
     let mutation_id = mutation_id.unwrap_or_else(|| format!("mut-{}", uuid::Uuid::new_v4().simple()));
-    let key = DesignationKey { url: &connection.url, cluster: &cluster, service: &service, mutation_id: &mutation_id };
+    let key = DesignationKey { url: &session.url, cluster: &cluster, service: &service, mutation_id: &mutation_id };
     let remembered = if given_mutation_id { remembered_designations.recall(&key)? } else { None };
     let request = match remembered {
         Some(request) => request,
         None => {
             let request = designation_request(session, &cluster, &service, &mutation_id).await?;
             if let Err(error) = remembered_designations.remember(&key, &request) {
-                eprintln!("warning: {error:#}; a retry with --mutation-id {mutation_id} will not be a replay");
+                stderr_line(&format!(
+                    "warning: {error:#}; a retry with --mutation-id {mutation_id} will not be a replay"
+                ));
             }
             request
         }
     };
-    session.call("designateClusterIngress", request).await.map_err(|error| match error {
-        CallError::Typed(error) => Outcome::Refused(error),
-        other => Outcome::Unreachable(format!(
-            "{other}\nthe designation may have been made: run the same command with --mutation-id {mutation_id} \
+    session.call("designateClusterIngress", request).await.map_err(|outcome| match outcome {
+        Outcome::Unreachable(message) => Outcome::Unreachable(format!(
+            "{message}\nthe designation may have been made: run the same command with --mutation-id {mutation_id} \
              (it resends the same request, answered as a replay if it was)"
         )),
+        other => other,
     })
 }
 
@@ -908,154 +1309,6 @@ async fn designation_request(
         "expectedSpecRevision": spec["spec"]["revision"],
         "expectedDesignation": expected,
     } }))
-}
-
-/// Adds each present optional member to `request`.
-fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value {
-    for (name, value) in members {
-        if let Some(value) = value {
-            request[*name] = value.clone();
-        }
-    }
-    request
-}
-
-async fn execute(command: AdminCommand, session: &Session, connection: &Connection) -> Result<Answer, Outcome> {
-    let (method, request) = match command {
-        AdminCommand::Apply { file } => return apply(session, Inventory::read(&file)?).await.map(Answer::Json),
-        AdminCommand::Call { method, file } => (method, read_document(&file)?),
-        AdminCommand::Org(command) => match command {
-            OrgCommand::Put { id, name } => {
-                ("putOrganization".to_owned(), json!({ "organization": { "id": id, "name": name } }))
-            }
-            OrgCommand::Get { id } => ("getOrganization".to_owned(), json!({ "organizationId": id })),
-        },
-        AdminCommand::Cluster(command) => match command {
-            ClusterCommand::Put { file, expected_revision } => (
-                "putCluster".to_owned(),
-                json!({ "cluster": read_record(&file, RecordKind::Cluster)?, "expectedRevision": expected_revision }),
-            ),
-            ClusterCommand::Get { id } => ("getCluster".to_owned(), json!({ "clusterId": id })),
-            ClusterCommand::List => ("listClusters".to_owned(), json!({})),
-        },
-        AdminCommand::Node(command) => match command {
-            NodeCommand::Put { cluster, file, rotate } => (
-                "putClusterNode".to_owned(),
-                json!({ "clusterId": cluster, "node": read_record(&file, RecordKind::Node)?, "rotateCredential": rotate }),
-            ),
-            NodeCommand::Get { cluster, id } => {
-                ("getClusterNode".to_owned(), json!({ "clusterId": cluster, "nodeId": id }))
-            }
-            NodeCommand::List { cluster } => ("listClusterNodes".to_owned(), json!({ "clusterId": cluster })),
-        },
-        AdminCommand::Service(command) => match command {
-            ServiceCommand::Put { file, expected_revision } => (
-                "putServiceRuntimeSpec".to_owned(),
-                json!({ "spec": read_record(&file, RecordKind::ServiceSpec)?, "expectedRevision": expected_revision }),
-            ),
-            ServiceCommand::Get { cluster, service, revision } => (
-                "getServiceRuntimeSpec".to_owned(),
-                with_optional(
-                    json!({ "clusterId": cluster, "serviceId": service }),
-                    &[("revision", revision.map(Value::from))],
-                ),
-            ),
-            ServiceCommand::Delete { cluster, service, expected_revision } => (
-                "deleteService".to_owned(),
-                json!({ "clusterId": cluster, "serviceId": service, "expectedRevision": expected_revision }),
-            ),
-            ServiceCommand::Status { cluster, service, output } => {
-                let (answer, statuses) = match service {
-                    Some(service) => {
-                        let request = json!({ "clusterId": cluster, "serviceId": service });
-                        let answer = session.call("getServiceRuntimeStatus", request).await?;
-                        let statuses = vec![answer["status"].clone()];
-                        (answer, statuses)
-                    }
-                    None => {
-                        let answer =
-                            session.call("listServiceRuntimeStatuses", json!({ "clusterId": cluster })).await?;
-                        let statuses = answer["statuses"].as_array().cloned().unwrap_or_default();
-                        (answer, statuses)
-                    }
-                };
-                return Ok(match output {
-                    OutputFormat::Json => Answer::Json(answer),
-                    OutputFormat::Table => Answer::Text(status_table(&statuses)),
-                });
-            }
-        },
-        AdminCommand::Volume(command) => match command {
-            VolumeCommand::List { cluster, output } => {
-                let answer = session.call("listRuntimeLocalStorageClaims", json!({ "clusterId": cluster })).await?;
-                return Ok(match output {
-                    OutputFormat::Json => Answer::Json(answer),
-                    OutputFormat::Table => {
-                        Answer::Text(claim_table(answer["claims"].as_array().map_or(&[], Vec::as_slice)))
-                    }
-                });
-            }
-            VolumeCommand::Resolve { cluster, claim, generation, decision } => {
-                return resolve_claim(session, &cluster, &claim, generation, decision).await.map(Answer::Json);
-            }
-        },
-        AdminCommand::Relay(RelayCommand::Credential { cluster, relay }) => {
-            ("issueClusterRelayCredential".to_owned(), json!({ "clusterId": cluster, "relayId": relay }))
-        }
-        AdminCommand::Route(command) => match command {
-            RouteCommand::Put { cluster, hostname, service, protocol, port } => {
-                let protocol = match protocol {
-                    ProtocolArg::Tcp => "tcp",
-                    ProtocolArg::Udp => "udp",
-                };
-                let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
-                ("putClusterIngressRoute".to_owned(), json!({ "clusterId": cluster, "route": route }))
-            }
-            RouteCommand::Delete { cluster, hostname } => {
-                ("deleteClusterIngressRoute".to_owned(), json!({ "clusterId": cluster, "hostname": hostname }))
-            }
-            RouteCommand::List { cluster } => ("getClusterIngressRoutes".to_owned(), json!({ "clusterId": cluster })),
-        },
-        AdminCommand::Network(NetworkCommand::Projection { cluster, node, verify }) => {
-            return node_projection(session, &cluster, &node, verify).await.map(Answer::Json);
-        }
-        AdminCommand::Network(NetworkCommand::Plan(command)) => match command {
-            NetworkPlanCommand::Put { file, expected_revision } => (
-                "putRuntimeNetworkAddressPlan".to_owned(),
-                json!({ "plan": read_network_plan(&file, expected_revision)? }),
-            ),
-            NetworkPlanCommand::Get { cluster } => {
-                ("getRuntimeNetworkAddressPlan".to_owned(), json!({ "clusterId": cluster }))
-            }
-        },
-        AdminCommand::Ingress(command) => match command {
-            IngressCommand::Designate { cluster, service, mutation_id } => {
-                return designate(session, connection, cluster, service, mutation_id).await.map(Answer::Json);
-            }
-            IngressCommand::Get { cluster } => {
-                ("getClusterIngressDesignation".to_owned(), json!({ "clusterId": cluster }))
-            }
-            IngressCommand::List { cluster, from_generation, limit } => (
-                "listClusterIngressDesignations".to_owned(),
-                with_optional(
-                    json!({ "clusterId": cluster }),
-                    &[("fromGeneration", from_generation.map(Value::from)), ("limit", limit.map(Value::from))],
-                ),
-            ),
-            IngressCommand::Registrations { cluster, node, before, limit } => (
-                "listClusterIngressRegistrations".to_owned(),
-                with_optional(
-                    json!({ "clusterId": cluster }),
-                    &[
-                        ("nodeId", node.map(Value::from)),
-                        ("before", before.map(Value::from)),
-                        ("limit", limit.map(Value::from)),
-                    ],
-                ),
-            ),
-        },
-    };
-    Ok(Answer::Json(session.call(&method, request).await?))
 }
 
 #[cfg(test)]

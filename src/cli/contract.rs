@@ -15,6 +15,9 @@ use std::process::ExitCode;
 #[derive(Debug, Subcommand)]
 pub enum ContractCommand {
     /// Print the digest (`sha256:…`) of a digested record.
+    #[command(
+        after_help = "Examples:\n  cloudly contract digest --kind cluster-ingress-designation tests/fixtures/designation.json"
+    )]
     Digest {
         /// The record kind, e.g. `cluster-ingress-designation`.
         #[arg(long)]
@@ -23,6 +26,9 @@ pub enum ContractCommand {
         file: PathBuf,
     },
     /// Print every violation of a record; exit 1 when there is one.
+    #[command(
+        after_help = "Examples:\n  cloudly contract validate --kind cluster-ingress-designation tests/fixtures/designation.json"
+    )]
     Validate {
         /// The record kind, e.g. `runtime-local-storage-claim`.
         #[arg(long)]
@@ -31,6 +37,9 @@ pub enum ContractCommand {
         file: PathBuf,
     },
     /// Verify an `ISigned<T>` envelope of the kind against one public key.
+    #[command(
+        after_help = "Examples:\n  cloudly contract verify --kind runtime-assignment --public-key <base64url key> assignment.json"
+    )]
     Verify {
         /// The payload's record kind (fixes the domain and the schema).
         #[arg(long)]
@@ -42,6 +51,9 @@ pub enum ContractCommand {
         file: PathBuf,
     },
     /// Run `admitRuntimeNetworkProjection(previous, next, applied)`.
+    #[command(
+        after_help = "Examples:\n  cloudly contract admit-projection --next next.json --previous previous.json --applied applied.json"
+    )]
     AdmitProjection {
         /// The projection to admit.
         #[arg(long)]
@@ -72,17 +84,17 @@ pub fn run(command: ContractCommand) -> ExitCode {
     };
     match outcome {
         Ok(line) => {
-            println!("{line}");
+            super::output::stdout_line(&line);
             ExitCode::SUCCESS
         }
         Err(Failure::Invalid(violations)) => {
             for violation in violations {
-                println!("{violation}");
+                super::output::stdout_line(&violation);
             }
             ExitCode::from(1)
         }
         Err(Failure::Unjudgeable(message)) => {
-            eprintln!("error: {message}");
+            super::output::error_line(message);
             ExitCode::from(2)
         }
     }

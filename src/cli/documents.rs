@@ -30,16 +30,24 @@ fn format_of(path: &Path, text: &str) -> Format {
     }
 }
 
-/// Reads a JSON or YAML file as a JSON value. Errors name the file and, for a syntax error, the
-/// line and column.
+/// Reads a JSON or YAML file as a JSON value; the path `-` reads standard input (its format by
+/// content). Errors name the file (`standard input` for `-`) and, for a syntax error, the line
+/// and column.
 pub fn read_document(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|error| anyhow::anyhow!("cannot read standard input: {error}"))?
+    } else {
+        std::fs::read_to_string(path).map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?
+    };
+    let shown = if path == Path::new("-") { "standard input".to_owned() } else { path.display().to_string() };
     match format_of(path, &text) {
-        Format::Json => serde_json::from_str(&text)
-            .map_err(|error| anyhow::anyhow!("{} is not valid JSON: {error}", path.display())),
-        Format::Yaml => serde_yaml_ng::from_str(&text)
-            .map_err(|error| anyhow::anyhow!("{} is not valid YAML: {error}", path.display())),
+        Format::Json => {
+            serde_json::from_str(&text).map_err(|error| anyhow::anyhow!("{shown} is not valid JSON: {error}"))
+        }
+        Format::Yaml => {
+            serde_yaml_ng::from_str(&text).map_err(|error| anyhow::anyhow!("{shown} is not valid YAML: {error}"))
+        }
     }
 }
 

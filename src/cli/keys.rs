@@ -22,6 +22,9 @@ const CONSEQUENCES: &str = "adopting keys makes every identity issued and every 
 pub enum KeysCommand {
     /// Make the keys directory's keys the store's keys, creating missing key files and retiring
     /// the recorded keys they replace. Prints each role's key id in use and the one it replaced.
+    #[command(
+        after_help = "Examples:\n  cloudly keys adopt --i-understand-old-keys-stop-working\n  cloudly keys adopt --data-dir /var/lib/cloudly --i-understand-old-keys-stop-working"
+    )]
     Adopt {
         /// Store settings.
         #[command(flatten)]
@@ -36,6 +39,7 @@ pub enum KeysCommand {
     /// directory of the running controllers (`--keys-dir`, default `<data dir>/keys`), writable,
     /// while they run: they sign with the new key within seconds. Prints the new key id and the
     /// retired one.
+    #[command(after_help = "Examples:\n  cloudly keys rotate\n  cloudly keys rotate --keys-dir /etc/cloudly/keys")]
     Rotate {
         /// Store settings.
         #[command(flatten)]
@@ -71,7 +75,7 @@ async fn with_store<T>(
 
 fn adopt(store: StoreConfig, confirmed: bool) -> ExitCode {
     if !confirmed {
-        eprintln!("error: {CONSEQUENCES}");
+        super::output::error_line(CONSEQUENCES);
         return ExitCode::from(2);
     }
     super::block_on(async move {
@@ -85,7 +89,7 @@ fn adopt(store: StoreConfig, confirmed: bool) -> ExitCode {
                 json!({ "role": key.role.as_str(), "keyId": key.key_id, "replaced": key.replaced, "created": key.created })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "keys": keys }))?);
+        super::output::stdout_line(&serde_json::to_string_pretty(&json!({ "keys": keys }))?);
         Ok(())
     })
 }
@@ -106,7 +110,7 @@ fn rotate(store: StoreConfig) -> ExitCode {
             "signing": { "keyId": rotation.key_id, "activeSince": rotation.active_since },
             "retired": retired.map(|key_id| json!({ "keyId": key_id, "retiredAt": retired_at })),
         });
-        println!("{}", serde_json::to_string_pretty(&answer)?);
+        super::output::stdout_line(&serde_json::to_string_pretty(&answer)?);
         Ok(())
     })
 }

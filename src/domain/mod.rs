@@ -25,6 +25,7 @@ pub mod sessions;
 pub mod signals;
 pub mod signing;
 pub mod storage_claims;
+pub mod version;
 
 use crate::contract::designation::ClusterRuntimeReference;
 use crate::contract::session::{ControllerKind, ControllerReference};
