@@ -66,7 +66,7 @@ pub const METRICS: &[Metric] = &[
     metric(
         "cloudly_http_connections_closed_total",
         Kind::Counter,
-        "HTTP connections the server closed to protect the others, by reason: peer-cap (refused: its address held its cap), shed (at the connection cap, the oldest without a whole request) or first-head-timeout.",
+        "HTTP connections the server closed to protect the others, by reason: peer-cap (answered 503 at its address's cap), shed (made room for a newcomer, having delivered no whole request) or first-head-timeout.",
     ),
     metric("cloudly_http_connections_open", Kind::Gauge, "HTTP connections open now (WebSockets leave this count)."),
     metric(
