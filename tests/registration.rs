@@ -124,11 +124,15 @@ on_both_stores!(the_happy_path_is_accepted_recorded_and_listed, |backend| async 
     // The CLI lists the same.
     let identity = std::env::temp_dir().join(format!("cloudly-registrations-{}.json", uuid::Uuid::new_v4().simple()));
     std::fs::write(&identity, world.service.admin().to_string()).unwrap();
-    let printed =
-        world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--node", NODE]).await;
+    let printed = world
+        .service
+        .cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--node", NODE, "-o", "json"])
+        .await;
     assert_eq!(printed["registrations"], json!(listed));
-    let printed =
-        world.service.cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--limit", "1"]).await;
+    let printed = world
+        .service
+        .cli(&identity, &["ingress", "registrations", "--cluster", CLUSTER, "--limit", "1", "-o", "json"])
+        .await;
     assert_eq!(printed["nextBefore"], newest["sequence"]);
     let _ = std::fs::remove_file(&identity);
     for (request, code) in [
