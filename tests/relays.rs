@@ -554,7 +554,10 @@ on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async mov
     assert_eq!(issued["relay"]["origin"], json!("https://relay.example.net:8443"));
     let bearer = issued["bearer"].as_str().unwrap().to_owned();
     connect_ok(&service.client, "c1", "relay-1", &bearer).await;
-    assert_eq!(service.cli(&identity, &["route", "list", "--cluster", "c1"]).await, json!({ "table": null }));
+    assert_eq!(
+        service.cli(&identity, &["route", "list", "--cluster", "c1", "-o", "json"]).await,
+        json!({ "table": null })
+    );
     let put = service
         .cli(
             &identity,
@@ -595,7 +598,7 @@ on_both_stores!(the_cli_issues_credentials_and_edits_routes, |backend| async mov
         )
         .await;
     assert_eq!(udp["table"]["routes"][0]["protocol"], json!("udp"));
-    let listed = service.cli(&identity, &["route", "list", "--cluster", "c1"]).await;
+    let listed = service.cli(&identity, &["route", "list", "--cluster", "c1", "-o", "json"]).await;
     assert_eq!(listed, udp);
     let deleted =
         service.cli(&identity, &["route", "delete", "--cluster", "c1", "--hostname", "dns.example.net"]).await;
