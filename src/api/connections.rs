@@ -325,14 +325,11 @@ pub async fn serve(
             },
         };
         // Only this loop opens connections, so the peer still has room.
-        let connection = registry.open(peer, place);
+        let connection = Open::new(registry.open(peer, place));
         let _ = stream.set_nodelay(true);
         let (app, builder, stop) = (app.clone(), builder.clone(), stop.clone());
         tokio::spawn(async move {
-            metrics::gauge!("cloudly_http_connections_open").increment(1.0);
-            serve_connection(stream, &connection, app, &builder, limits.first_head_timeout, stop).await;
-            connection.registry.close(&connection);
-            metrics::gauge!("cloudly_http_connections_open").decrement(1.0);
+            serve_connection(stream, &connection.0, app, &builder, limits.first_head_timeout, stop).await;
         });
     }
     drop(listener);
@@ -340,6 +337,25 @@ pub async fn serve(
     // once): all places free means all connections ended.
     let _ = open.acquire_many(places).await;
     Ok(())
+}
+
+/// An open connection's hold on the registry and the open-connections gauge, given back when it
+/// drops — also when its task unwinds from a panic, so no place or address count is lost (the
+/// registry and the connection refer to each other until then).
+struct Open(Arc<Connection>);
+
+impl Open {
+    fn new(connection: Arc<Connection>) -> Self {
+        metrics::gauge!("cloudly_http_connections_open").increment(1.0);
+        Open(connection)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.registry.close(&self.0);
+        metrics::gauge!("cloudly_http_connections_open").decrement(1.0);
+    }
 }
 
 /// Resolves when the server is told to stop.
@@ -466,6 +482,20 @@ mod tests {
         registry.close(&delivered);
         assert!(registry.lock().peers.is_empty());
         assert!(registry.lock().by_undelivered.is_empty());
+    }
+
+    #[test]
+    fn a_connection_whose_task_panics_gives_its_place_and_count_back() {
+        let registry = Arc::new(Registry::default());
+        let places = Arc::new(Semaphore::new(1));
+        let open = Open::new(registry.open(peer(2), places.clone().try_acquire_owned().unwrap()));
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = open;
+            panic!("a handler panicked");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(places.available_permits(), 1, "the place came back");
+        assert!(registry.lock().peers.is_empty(), "the address count came back");
     }
 
     #[test]
