@@ -5,7 +5,8 @@
 //! * **Load**: throughput, p50/p99 latency and the server's peak RSS for `designateClusterIngress`
 //!   (a chain of accepted rotations per client, each on a cluster of its own),
 //!   `getClusterIngressDesignation`, `registerClusterIngress` (accepted, through one relay) and
-//!   `getRuntimeNetworkProjection` (a full fetch over a node session) at 1, 16 and 64 clients, next
+//!   `getRuntimeNetworkProjection` (a full fetch over a node session, and an unchanged one: `known`
+//!   current, answered `null`) at 1, 16 and 64 clients, next
 //!   to `pgbench -M prepared` on the same server in the same run: a single-statement
 //!   compare-and-swap (a guarded one-row update, autocommit) and a single-row select, at the same
 //!   client counts. The ratio is the operation's throughput over pgbench's.
@@ -359,6 +360,45 @@ impl Operation for FetchProjection {
     }
 }
 
+/// Unchanged projection fetches (`known` = the node's current reference, answered `null`) over
+/// the ingress nodes' sessions: what a node agent's poll costs when nothing moved.
+struct FetchUnchanged {
+    wide: Arc<Wide>,
+    /// Each agent's current reference, read once before the phase.
+    known: Vec<Value>,
+}
+
+impl FetchUnchanged {
+    async fn new(wide: Arc<Wide>) -> BenchResult<Self> {
+        let mut known = Vec::new();
+        for (agent, session) in &wide.agents {
+            let answer = agent
+                .call("getRuntimeNetworkProjection", json!({ "session": session, "known": null }))
+                .await
+                .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
+            let payload = &answer["projection"]["payload"];
+            known
+                .push(json!({ "id": payload["id"], "generation": payload["generation"], "digest": payload["digest"] }));
+        }
+        Ok(FetchUnchanged { wide, known })
+    }
+}
+
+impl Operation for FetchUnchanged {
+    async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
+        let index = client % self.wide.agents.len();
+        let (agent, session) = &self.wide.agents[index];
+        let answer = agent
+            .call("getRuntimeNetworkProjection", json!({ "session": session, "known": self.known[index] }))
+            .await
+            .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
+        if !answer["projection"].is_null() {
+            return Err(format!("an unchanged getRuntimeNetworkProjection answered a projection: {answer}"));
+        }
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The run and the report.
 
@@ -404,13 +444,21 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     let register_operation =
         Arc::new(Register { client: server.client(), bearer: wide.bearer.clone(), token: wide.relay_token.clone() });
     let fetch = Arc::new(FetchProjection { wide: wide.clone() });
+    let unchanged = Arc::new(FetchUnchanged::new(wide.clone()).await?);
     for clients in CLIENT_COUNTS {
         let cas = pgbench(&database.url, &scratch.0, "cas", PGBENCH_CAS, clients)?;
         let select = pgbench(&database.url, &scratch.0, "select", PGBENCH_SELECT, clients)?;
         report.load.push(("designate", clients, run_phase(&designate, clients, pid).await?, "cas", cas.clone()));
         report.load.push(("get", clients, run_phase(&get, clients, pid).await?, "select", select.clone()));
         report.load.push(("register", clients, run_phase(&register_operation, clients, pid).await?, "cas", cas));
-        report.load.push(("projection fetch", clients, run_phase(&fetch, clients, pid).await?, "select", select));
+        report.load.push((
+            "projection fetch",
+            clients,
+            run_phase(&fetch, clients, pid).await?,
+            "select",
+            select.clone(),
+        ));
+        report.load.push(("unchanged fetch", clients, run_phase(&unchanged, clients, pid).await?, "select", select));
     }
     // Clusters: 1 000, then 10 000.
     report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[1], pid).await?);

@@ -397,6 +397,22 @@ on_both_stores!(reads_answer_the_stored_head_and_the_sweep_repairs_a_missed_issu
     service.stop().await;
 });
 
+on_both_stores!(a_current_known_is_answered_from_the_head_without_reading_the_record, |backend| async move {
+    let service = world(backend).await;
+    let mut one = Follower::connect(&service, "node-1").await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    service.controller().all_assignments_settled().await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    // The stored record made unreadable behind the store's back: a node whose `known` is current
+    // is still answered (nothing new), since only the head is read for it.
+    service.database.execute("UPDATE runtime_network_projections SET record = '{}' WHERE node_id = 'node-1'").await;
+    assert!(one.fetch().await.is_none(), "a current known is answered from the head");
+    // A node without a known needs the record: the unreadable row is an error, not a projection.
+    let whole = one.agent.call("getRuntimeNetworkProjection", json!({ "session": one.session, "known": null })).await;
+    assert!(whole.is_err(), "an unreadable record was answered: {whole:?}");
+    service.stop_unchecked().await;
+});
+
 on_both_stores!(the_server_sweeps_projections_every_interval, |backend| async move {
     let settings = ControllerSettings { projection_sweep_ms: 1_000, ..ControllerSettings::default() };
     let service = world_with(backend, settings).await;

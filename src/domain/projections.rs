@@ -757,12 +757,21 @@ impl Controller {
     }
 
     /// `getRuntimeNetworkProjection` (node): `{ session, known }` → the node's current
-    /// projection, `None` when `known` is exactly its reference (or none was issued).
+    /// projection, `None` when `known` is exactly its reference (or none was issued). A `known`
+    /// that is current is answered from the head's reference alone: the record is neither read
+    /// nor re-encoded.
     pub async fn get_runtime_network_projection(
         &self,
         session: &RuntimeSessionReference,
         known: Option<&AuthorityReference>,
     ) -> Result<Option<Signed<RuntimeNetworkProjection>>, DomainError> {
+        if let Some(known) = known
+            && !self.projections.is_owed(&session.cluster_id)
+            && self.store.node_projection_reference(&session.cluster_id, &session.node_id).await?.as_ref()
+                == Some(known)
+        {
+            return Ok(None);
+        }
         let current = self.projections.current(&session.cluster_id, &session.node_id).await?;
         Ok(current.map(|stored| stored.signed).filter(|signed| known != Some(&signed.payload.reference())))
     }

@@ -151,6 +151,14 @@ pub trait ProjectionStore: Send + Sync {
     /// The node's current projection, if one was issued.
     async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError>;
 
+    /// The reference of the node's current projection, read from its head alone (one row by
+    /// key), if one was issued.
+    async fn node_projection_reference(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Option<AuthorityReference>, StoreError>;
+
     /// Records that the node applied `applied`, a kept generation of its chain; a report older
     /// than the recorded one changes nothing.
     async fn record_projection_applied(
@@ -409,6 +417,23 @@ impl ProjectionStore for SqlStore {
 
     async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError> {
         node_projection_on(&mut self.pool.connection().await?, cluster_id, node_id).await
+    }
+
+    async fn node_projection_reference(
+        &self,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Option<AuthorityReference>, StoreError> {
+        Statement::new(
+            "SELECT node_id, generation, digest FROM runtime_network_projection_heads \
+             WHERE cluster_id = $1 AND node_id = $2",
+        )
+        .text(cluster_id.as_str())
+        .text(node_id.as_str())
+        .fetch_optional(&mut self.pool.connection().await?)
+        .await?
+        .map(|row| rows::projection_reference(&row))
+        .transpose()
     }
 
     async fn record_projection_applied(

@@ -303,18 +303,22 @@ fn applied_projection(row: &Row, node_id: &NodeId) -> Result<Option<AuthorityRef
     }
 }
 
+/// The reference of a node's current projection from its head's `node_id` (a projection's id is
+/// its node's), `generation` and `digest`.
+pub(crate) fn projection_reference(row: &Row) -> Result<AuthorityReference, StoreError> {
+    Ok(AuthorityReference {
+        id: row.id("node_id", "projection node id")?,
+        generation: row.counter("generation", "projection generation")?,
+        digest: row.digest("digest", "projection digest")?,
+    })
+}
+
 /// The head of a node's projection chain: `node_id`, `generation`, `digest`, `inputs`,
 /// `retains`, `applied_generation`, `applied_digest`.
 pub(crate) fn projection_head(row: &Row) -> Result<ProjectionHead, StoreError> {
     let node_id = row.node_id("node_id", "projection node id")?;
     Ok(ProjectionHead {
-        reference: AuthorityReference {
-            id: Id::parse(node_id.as_str())
-                .ok_or_else(|| StoreError::Corrupt("stored projection node id is not an id".into()))?,
-            generation: row.counter("generation", "projection generation")?,
-            digest: Sha256Digest::parse(&row.text("digest")?)
-                .ok_or_else(|| StoreError::Corrupt("stored projection digest is not a digest".into()))?,
-        },
+        reference: projection_reference(row)?,
         inputs: row.text("inputs")?,
         retains: row.boolean("retains")?,
         applied: applied_projection(row, &node_id)?,
