@@ -27,7 +27,8 @@
 //! ([`adopt_keys_for_store`]) and `cloudly keys rotate` ([`rotate_signing_key`]) replace a store's
 //! recorded keys.
 //!
-//! **Rotating the signing key** ([`rotate_signing_key`]) runs beside running controllers: the new
+//! **Rotating the signing key** ([`rotate_signing_key`]) runs beside running controllers, so a
+//! routine rotation needs no downtime (identities and sealed bearers use the other keys): the new
 //! key is written to `keys/signing.ed25519.next` (which also keeps a second rotation out), then
 //! recorded as the key in use with the old one retired (one compare-and-swap in the store, which
 //! keeps the old public key so earlier signatures still verify), then renamed over

@@ -10,8 +10,12 @@
 //! buckets), so an absent series always means a scrape that failed, never "nothing happened
 //! yet". This reads the table alone: a new row is covered without more code. `cloudly serve`
 //! installs the recorder before it opens the store, so what the store and the keys record at
-//! start (the signal listener, the signing key) is their current value, not a zero. They are read by hand, not with `metrics-process`: four small files hold all
-//! of them, and the crate's `procfs` dependency tree would be larger than this module.
+//! start (the signal listener, the signing key) is their current value, not a zero. The
+//! `process_*` figures are read by hand, not with `metrics-process`: four small files hold all
+//! of them, and the crate's `procfs` dependency tree would be larger than this module. They are
+//! written after the recorder's text so that `process_cpu_seconds_total` can be a counter with a
+//! fraction (the `metrics` crate's counters are integers); `USER_HZ` is taken as 100, as Linux
+//! fixes it for user space.
 
 use crate::store::PoolStatus;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};

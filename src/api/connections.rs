@@ -21,6 +21,10 @@
 //! connection is served at once however many half-open ones an unauthenticated client keeps
 //! re-opening from a few addresses. (Thousands of addresses with one half-open connection each
 //! shed one another's connections and a newcomer's alike; that flood is for a proxy in front.)
+//!
+//! The loop is this module's own (hyper's HTTP/1.1 builder with upgrades and a header read
+//! timeout, graceful shutdown as axum's `serve` does it) because `axum::serve` gives no hand on a
+//! connection before its first request: no per-address cap, no first-head deadline, no shedding.
 
 use super::limits::{Limits, OVERLOADED_RETRY_AFTER_MS};
 use axum::Router;

@@ -14,8 +14,11 @@
 //!   ([`Limits::concurrent_long_polls`]), every other request (and every body that is not an
 //!   envelope) from the request pool ([`Limits::concurrent_requests`]). A full pool answers 503
 //!   with `Retry-After` at once. A request on `/typedsocket` takes a permit from the request pool
-//!   too; when none is free it is answered the envelope error `overloaded` with `retryAfterMs`
-//!   (`registerClusterIngress`: its `not-ready` refusal).
+//!   too; when none is free, a request on a socket with an open node session waits up to
+//!   [`SESSION_REQUEST_WAIT`] (at most [`SESSION_REQUESTS_WAITING`] per socket), and any other is
+//!   answered at once with the envelope error `overloaded` and `retryAfterMs`
+//!   (`registerClusterIngress`: its `not-ready` refusal), so no unauthenticated client holds a
+//!   place in that queue.
 //! - **Sockets**: at most [`Limits::max_sockets`] are open; over it the upgrade is answered 503.
 //!   A socket that has not opened a node session within [`Limits::socket_session_deadline`] is
 //!   closed with code 1008 (policy violation).

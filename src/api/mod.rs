@@ -1,6 +1,12 @@
 //! HTTP: the TypedRequest endpoint, health, readiness and metrics. Every answer carries an
 //! `x-request-id` header ([`REQUEST_ID_HEADER`]).
 //!
+//! Each request, over HTTP or a socket, runs in one span ([`request_span`]) carrying its
+//! `request_id` (the correlation id) and, once proven, its `principal`, so every log line of the
+//! request carries both. A successful administrator write logs `record written` with the ids,
+//! revisions and generations of its answer, never a bearer. The answer envelope does not echo
+//! `request`, which may carry an identity token.
+//!
 //! **Architecture invariant: only this module knows HTTP.** `router(state)` is split from `main`
 //! (axum's `examples/testing` habit) so tests drive it in-process and over a real socket.
 

@@ -1,5 +1,8 @@
 //! The inventory methods of `07-inventory.md`: organizations, clusters, nodes, service runtime
-//! specs. Writes are `admin`; reads every role. Replacing writes are compare-and-swaps.
+//! specs. Writes are `admin`; reads every role. `putCluster` and `putServiceRuntimeSpec` are
+//! compare-and-swaps on the revision (`revision-conflict` / `spec-revision-mismatch` with
+//! `data.current`); `putOrganization` and `putClusterNode`, whose shapes carry no
+//! `expectedRevision`, are upserts.
 //! `getOrganization` and `getClusterNode` are this project's reads beside the spec's table.
 
 use super::runners::Change;

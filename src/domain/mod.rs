@@ -6,7 +6,9 @@
 //! session, a [`relays::RelayPrincipal`]); they answer typed values, which `api` alone turns into
 //! wire JSON. They decide with the pure `contract`, and read and write through the
 //! [`Store`](crate::store::Store) trait. Every failure is a [`DomainError`], which `api` alone
-//! turns into an envelope's `error.data`.
+//! turns into an envelope's `error.data`. Requests the controller sends down a node's socket are
+//! the exception today: `signals` builds the `pushRuntimeChanged` request, and `runners` sends
+//! the `applyRuntimeLocalStorageClaim` request as JSON and reads the node's answer from JSON.
 
 pub mod assignments;
 pub mod designation;

@@ -12,6 +12,9 @@
 //!   every claim pusher of its nodes is woken, and the signing key is checked.
 //!
 //! The signing key is also checked every `signing_key_check_ms` whatever the signals say.
+//!
+//! Pushes are paced ([`PushPacer`], at most [`PUSHES_PER_SECOND`] per process): a lone push goes
+//! at once, and a change that reaches every node does not make them all fetch at once.
 
 use super::Controller;
 use super::sessions::NODE_REQUEST_TIMEOUT;

@@ -2,6 +2,9 @@
 //! readers a stored text goes through (a text that does not read back is
 //! [`StoreError::Corrupt`]), the memo of texts that passed their full read, and counters and
 //! hashes as SQL values. No SQL lives here.
+//!
+//! The memo is a bounded `HashMap` cleared when full rather than an LRU crate: its working set
+//! (each cluster's current records) is small, and clearing keeps the bound obvious.
 
 use super::StoreError;
 use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};

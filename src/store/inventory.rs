@@ -8,6 +8,19 @@
 //! database serialize there. **Every write of a fact the designation judge reads bumps the
 //! cluster's `facts_version`** (`put_cluster`, `put_service_spec`, `delete_service`; the
 //! designation write itself in `designations.rs`), which guards the optimistic designation write.
+//!
+//! **A cluster has two locks, both across processes.** Its row ([`lock_cluster`]) is held by the
+//! short writes of its facts (the cluster record, specs, nodes, relay credentials and
+//! connections) and by the designation's locked path, so a designation waits for those only. Its
+//! reconcile lock ([`lock_reconcile`], a row of `cluster_reconcile_locks`) is held by the work
+//! that follows the facts: assignment reconciles, projection issues, address plan writes and
+//! route writes, each for its own scope's few statements. No lock narrower than the cluster (per
+//! service, per pool) exists. On SQLite every write transaction is `BEGIN IMMEDIATE`, so both
+//! locks are the database's one write lock.
+//!
+//! `put_cluster` refuses a fleet-cutover designation on a cluster that holds a designation
+//! (`PutOutcome::DesignationKindConflict`): the fleet reference is stored only to keep the two
+//! kinds apart, since this controller does not run the fleet-cutover flow.
 
 use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
 use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};

@@ -6,13 +6,16 @@
 //!
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
-//! where the dialects differ, a statement asks its [`Backend`] (`dialect.rs`). Every row reader is
-//! in `rows.rs`. Both backends pass one conformance suite (`tests/store_conformance.rs`).
+//! where the dialects differ, a statement asks its [`Backend`] (`dialect.rs`). Every record's row
+//! reader is in `rows.rs`; a statement that answers one plain column (a flag, a count, a tag)
+//! reads it where it runs. Both backends pass one conformance suite (`tests/store_conformance.rs`).
 //!
 //! **Architecture invariant: the store stores; it does not judge.** It reads facts and writes
 //! what the domain decided, with guarded statements that write nothing when the facts moved. It
 //! never calls into the domain; where a decision must be taken under a lock, it hands the domain a
-//! locked transaction ([`LockedDesignation`], [`LockedAssignments`]).
+//! locked transaction ([`LockedDesignation`], [`LockedAssignments`]). One rule is still checked
+//! here: [`InventoryStore::put_cluster`] answers [`PutOutcome::DesignationKindConflict`] for a
+//! fleet-cutover designation on a cluster that holds a designation.
 //!
 //! **Architecture invariant: no secret value leaves the store except sealed.** The store keeps
 //! bearer values only as AEAD ciphertext plus a SHA-256 hash; it never sees plaintext.

@@ -12,6 +12,12 @@
 //! processes never issue two generations with one number; each head update is guarded by the
 //! generation the issuer read. The head and the generation before it are kept (the node may
 //! still be applying it); older generations are pruned as a new one is written.
+//!
+//! **A record is not copied into another record.** A generation keeps its endpoint leases as
+//! `[leaseId, generation]` references (`endpoint_leases`; every lease generation is kept) and its
+//! record is stored without them; the reader puts the leases back from the live lease set, or
+//! from the kept generations of a lease that moved on ([`referenced_leases_on`]), and checks the
+//! record's digest.
 
 use super::codec::{counter_to_sql, record_text};
 use super::designations::cluster_designation_on;

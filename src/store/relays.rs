@@ -10,6 +10,10 @@
 //! serialize across processes; route writes run under its reconcile lock
 //! (`inventory::lock_reconcile`), as the projection issues that judge the routes' backends do. Bearers and tokens are kept as SHA-256
 //! hashes.
+//!
+//! A route keeps its backends in one JSON column (`ingress_routes.backends`), since they are
+//! always written and read whole; a route that changes forgets them, and the
+//! projection issuer judges them again.
 
 use super::codec::counter_to_sql;
 use super::dialect::Backend;

@@ -1,4 +1,5 @@
-//! Every row reader of the store, written once for both backends against [`Row`]. A reader names
+//! The row readers of the store's records, written once for both backends against [`Row`]
+//! (a statement that answers one plain column reads it where it runs). A reader names
 //! the columns it reads; a statement that feeds it selects them under those names. Records go
 //! through their contract readers (`codec.rs`), so a row that does not read back is
 //! [`StoreError::Corrupt`].

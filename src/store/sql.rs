@@ -2,8 +2,9 @@
 //! checked out of it ([`Connection`]) or a transaction on one ([`Transaction`]), a statement with
 //! its typed arguments ([`Statement`]) and a row it answers ([`Row`]) with typed accessors. Every
 //! statement is written once as `&'static str` (or, where the dialect differs, composed with a
-//! hook of [`Backend`]) and runs on both backends; every row reader is written once
-//! (`rows.rs`) against [`Row`].
+//! hook of [`Backend`]) and runs on both backends; the record readers are written once
+//! (`rows.rs`) against [`Row`]. A whole-cluster read brings each head's record by one
+//! primary-key probe ([`head_record`]).
 
 use super::StoreError;
 use super::dialect::Backend;

@@ -19,6 +19,14 @@
 //! ingress of a cluster without `relayOrigin`). A spec that passes is `converged` when every
 //! assignment it calls for is running (its head carries what the spec calls for, is in its node's
 //! set, and its latest state is `ready` under the node's current session), else `converging`.
+//!
+//! **A write never changes another service's verdict to `refused`.** The rules that relate two
+//! services refuse the later one only: a volume id is held by its first declarer (a revision that
+//! keeps a volume keeps its place), and a pool counts each service's own leases as available, so
+//! what runs keeps its volumes and leases. When the holder drops the id or a lease is released,
+//! the write that did it lets the waiting service run (`tests/operator_safety.rs`). A spec's port
+//! protocol may be any lowercase name: `port-protocol-unsupported` is a status, which a spec
+//! limited to `tcp`/`udp` could never produce.
 
 use super::claims;
 use super::leases::judge_lease_refusal;
