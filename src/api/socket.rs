@@ -49,13 +49,13 @@ pub struct NodeSocket {
 impl NodeSocket {
     /// The session opened on this socket, if any.
     pub fn session(&self) -> Option<RuntimeSessionReference> {
-        self.session.lock().expect("the socket session lock is never poisoned").clone()
+        self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Makes `session` (just opened) this socket's session and the socket its node's link,
     /// replacing the link of a session this socket opened before.
     pub fn attach(&self, controller: &Controller, session: &RuntimeSessionReference) {
-        let previous = self.session.lock().expect("the socket session lock is never poisoned").replace(session.clone());
+        let previous = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).replace(session.clone());
         if let Some(previous) = previous {
             controller.links.detach(self.link_id, &previous.cluster_id, &previous.node_id);
         }

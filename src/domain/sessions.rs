@@ -103,24 +103,24 @@ impl std::fmt::Debug for NodeLinks {
 impl NodeLinks {
     /// The liveness timing of sockets opened from now on.
     pub fn liveness(&self) -> Liveness {
-        self.liveness.lock().expect("the liveness lock is never poisoned").unwrap_or_default()
+        self.liveness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).unwrap_or_default()
     }
 
     /// Changes the liveness timing of sockets opened from now on (tests shorten it).
     pub fn set_liveness(&self, liveness: Liveness) {
-        *self.liveness.lock().expect("the liveness lock is never poisoned") = Some(liveness);
+        *self.liveness.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(liveness);
     }
 
     /// Registers a new socket, answering its link id.
     pub fn register(&self, commands: mpsc::UnboundedSender<LinkCommand>) -> u64 {
         let link_id = self.next_link_id.fetch_add(1, Ordering::Relaxed) + 1;
-        self.sockets.lock().expect("the socket registry lock is never poisoned").insert(link_id, commands);
+        self.sockets.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(link_id, commands);
         link_id
     }
 
     /// Forgets an ended socket (and its node link, if it still holds one).
     pub fn unregister(&self, link_id: u64, session: Option<&RuntimeSessionReference>) {
-        self.sockets.lock().expect("the socket registry lock is never poisoned").remove(&link_id);
+        self.sockets.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&link_id);
         if let Some(session) = session {
             self.detach(link_id, &session.cluster_id, &session.node_id);
         }
@@ -128,7 +128,7 @@ impl NodeLinks {
 
     /// Tells every open socket to close (the server is stopping).
     pub fn close_all(&self) {
-        for commands in self.sockets.lock().expect("the socket registry lock is never poisoned").values() {
+        for commands in self.sockets.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
             let _ = commands.send(LinkCommand::Close { reason: "controller stopping" });
         }
     }
@@ -143,7 +143,7 @@ impl NodeLinks {
         commands: mpsc::UnboundedSender<LinkCommand>,
     ) {
         let key = (session.cluster_id.clone(), session.node_id.clone());
-        let mut links = self.links.lock().expect("the link registry lock is never poisoned");
+        let mut links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(existing) = links.get(&key) {
             if existing.session.generation > session.generation {
                 let _ = commands.send(LinkCommand::Close { reason: SUPERSEDED });
@@ -159,7 +159,7 @@ impl NodeLinks {
     /// Forgets the link `link_id` of the node (its socket ended), unless another link replaced it.
     pub fn detach(&self, link_id: u64, cluster_id: &Id, node_id: &NodeId) {
         let key = (cluster_id.clone(), node_id.clone());
-        let mut links = self.links.lock().expect("the link registry lock is never poisoned");
+        let mut links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if links.get(&key).is_some_and(|link| link.link_id == link_id) {
             links.remove(&key);
         }
@@ -167,13 +167,13 @@ impl NodeLinks {
 
     /// The session of the node's link in this process, if it has one.
     pub fn connected_session(&self, cluster_id: &Id, node_id: &NodeId) -> Option<RuntimeSessionReference> {
-        let links = self.links.lock().expect("the link registry lock is never poisoned");
+        let links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         links.get(&(cluster_id.clone(), node_id.clone())).map(|link| link.session.clone())
     }
 
     /// Every (cluster, node) with a link in this process.
     pub fn connected_nodes(&self) -> Vec<(Id, NodeId)> {
-        let links = self.links.lock().expect("the link registry lock is never poisoned");
+        let links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         links.keys().cloned().collect()
     }
 
@@ -188,7 +188,7 @@ impl NodeLinks {
     ) -> Result<Value, LinkError> {
         let (reply, answer) = oneshot::channel();
         {
-            let links = self.links.lock().expect("the link registry lock is never poisoned");
+            let links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let link = links.get(&(cluster_id.clone(), node_id.clone())).ok_or(LinkError::NotConnected)?;
             link.commands
                 .send(LinkCommand::Request { method: method.to_owned(), request, reply })
