@@ -26,7 +26,7 @@
 //! timeout, graceful shutdown as axum's `serve` does it) because `axum::serve` gives no hand on a
 //! connection before its first request: no per-address cap, no first-head deadline, no shedding.
 
-use super::limits::{Limits, OVERLOADED_RETRY_AFTER_MS};
+use super::limits::{Limits, OVERLOADED_RETRY_AFTER_MS, OVERLOADED_RETRY_AFTER_SECONDS};
 use axum::Router;
 use axum::extract::Request;
 use hyper::body::{Body as _, Incoming};
@@ -34,7 +34,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
@@ -260,16 +260,20 @@ fn count_closed(reason: &'static str) {
 fn refuse_over_peer_cap(stream: TcpStream, peer: IpAddr, cap: usize) {
     count_closed("peer-cap");
     tracing::debug!(%peer, cap, "connection refused: its peer holds its cap");
+    let _ = stream.try_write(OVER_PEER_CAP_ANSWER.as_bytes());
+}
+
+/// The whole answer of a connection over its address's cap, built once: an address re-opening
+/// connections as fast as it can meets it thousands of times a second.
+static OVER_PEER_CAP_ANSWER: LazyLock<String> = LazyLock::new(|| {
     let body = format!(
         r#"{{"error":{{"text":"too many connections from this address","data":{{"code":"overloaded","retryAfterMs":{OVERLOADED_RETRY_AFTER_MS}}}}}}}"#
     );
-    let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        (OVERLOADED_RETRY_AFTER_MS / 1000).max(1),
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {OVERLOADED_RETRY_AFTER_SECONDS}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
-    );
-    let _ = stream.try_write(answer.as_bytes());
-}
+    )
+});
 
 /// Serves `app` over HTTP/1.1 (with WebSocket upgrades) on `listener` within the connection limits
 /// of this module. When `shutdown` resolves, stops accepting, lets every connection finish its

@@ -45,6 +45,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// How long a caller is told to wait after a shed request, in ms (`Retry-After` in seconds).
 pub const OVERLOADED_RETRY_AFTER_MS: u64 = 1_000;
 
+/// [`OVERLOADED_RETRY_AFTER_MS`] as the `Retry-After` header's whole seconds (at least 1).
+pub(crate) const OVERLOADED_RETRY_AFTER_SECONDS: u64 =
+    if OVERLOADED_RETRY_AFTER_MS < 1000 { 1 } else { OVERLOADED_RETRY_AFTER_MS / 1000 };
+
 /// Limits of the HTTP and WebSocket surface (`02-wire.md`, "Limits").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -127,8 +131,7 @@ pub(crate) fn overloaded_response() -> Response {
         "overloaded",
         json!({ "code": "overloaded", "retryAfterMs": OVERLOADED_RETRY_AFTER_MS }),
     );
-    let seconds = (OVERLOADED_RETRY_AFTER_MS / 1000).max(1);
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(OVERLOADED_RETRY_AFTER_SECONDS));
     response
 }
 
