@@ -31,8 +31,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::bench::{
-    Admin, BenchResult, PGBENCH_CAS, PGBENCH_TABLE, cluster_body, command_line, commit_and_state, database_statements,
-    load_average, node_body, peak_rss_mib, percentile_ms, report_main, reset_peak_rss, seed_all,
+    Admin, BenchResult, CpuSample, PGBENCH_CAS, PGBENCH_SELECT, PGBENCH_TABLE, PGBENCH_TRANSACTION, cluster_body,
+    command_line, commit_and_state, database_statements, load_average, node_body, peak_rss_mib, percentile_ms,
+    report_main, reset_peak_rss, seed_all,
 };
 use support::database::{TestDatabase, pg_admin_url};
 use support::ingress::{connect_relay_with_bearer_at, register, registration, run_ingress_replica};
@@ -71,6 +72,10 @@ struct Phase {
     p50_ms: f64,
     p99_ms: f64,
     peak_rss_mib: Option<f64>,
+    /// CPU milliseconds per operation: the server's, PostgreSQL's and the clients'.
+    cpu: CpuSample,
+    /// The server's store statements per operation, by `operation` label.
+    statements: Vec<(String, f64)>,
 }
 
 impl Phase {
@@ -86,7 +91,37 @@ trait Operation: Send + Sync + 'static {
 }
 
 /// Runs `operation` with `clients` clients for a warm-up and the measured seconds.
-async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid: u32) -> BenchResult<Phase> {
+/// The server a phase measures: its process (CPU, RSS) and its `/metrics` (statements run).
+struct Meter {
+    pid: u32,
+    base_url: String,
+}
+
+/// The store statements the server has run so far, by `operation` label
+/// (`cloudly_store_operation_duration_seconds_count`; BEGIN and COMMIT are not statements here).
+async fn statements_run(meter: &Meter) -> BenchResult<Vec<(String, f64)>> {
+    let text = support::bench::scrape_metrics(&meter.base_url).await?;
+    Ok(support::bench::metric_samples(&text, "cloudly_store_operation_duration_seconds_count"))
+}
+
+/// Statements per operation by label, between two [`statements_run`] readings.
+fn statements_per_operation(
+    before: &[(String, f64)],
+    after: &[(String, f64)],
+    operations: usize,
+) -> Vec<(String, f64)> {
+    after
+        .iter()
+        .filter_map(|(label, count)| {
+            let earlier = before.iter().find(|(other, _)| other == label).map_or(0.0, |(_, count)| *count);
+            let per = (count - earlier) / operations.max(1) as f64;
+            (per > 0.0).then(|| (label.trim_start_matches("{operation=\"").trim_end_matches("\"}").to_owned(), per))
+        })
+        .collect()
+}
+
+async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, meter: &Meter) -> BenchResult<Phase> {
+    let server_pid = meter.pid;
     let warm_up = Duration::from_millis(500);
     let measured = Duration::from_secs(measured_seconds());
     let start = Instant::now();
@@ -110,10 +145,15 @@ async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid:
             Ok::<_, String>(latencies)
         }));
     }
+    tokio::time::sleep_until(measure_from.into()).await;
+    let cpu_before = CpuSample::now(server_pid);
+    let statements_before = statements_run(meter).await?;
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.map_err(|error| format!("a client panicked: {error}"))??);
     }
+    let cpu_after = CpuSample::now(server_pid);
+    let statements_after = statements_run(meter).await?;
     let seconds = (Instant::now().min(stop_at + Duration::from_secs(60)) - measure_from).as_secs_f64();
     latencies.sort_unstable();
     Ok(Phase {
@@ -122,25 +162,58 @@ async fn run_phase<O: Operation>(operation: &Arc<O>, clients: usize, server_pid:
         p50_ms: percentile_ms(&latencies, 50.0),
         p99_ms: percentile_ms(&latencies, 99.0),
         peak_rss_mib: peak_rss_mib(server_pid),
+        cpu: cpu_before.per_operation(&cpu_after, latencies.len()),
+        statements: statements_per_operation(&statements_before, &statements_after, latencies.len()),
     })
 }
 
 // ---------------------------------------------------------------------------------------------
 // pgbench on the same server.
 
-/// A single-row select of the pgbench table.
-const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
+/// The floors: pgbench scripts on the bench's database, by name.
+const FLOORS: [(&str, &str); 3] =
+    [("cas", PGBENCH_CAS), ("transaction", PGBENCH_TRANSACTION), ("select", PGBENCH_SELECT)];
 
-/// Runs `script` with pgbench at `clients` clients against `database_url` for the measured seconds.
-fn pgbench(database_url: &str, scratch: &Path, name: &str, script: &str, clients: usize) -> BenchResult<Phase> {
+/// Runs `script` with pgbench at `clients` clients against `database_url` for the measured seconds
+/// (the server idle meanwhile; its CPU is measured to show it).
+fn pgbench(
+    database_url: &str,
+    scratch: &Path,
+    name: &str,
+    script: &str,
+    clients: usize,
+    server_pid: u32,
+) -> BenchResult<Phase> {
+    let before = CpuSample::now(server_pid);
     let run = support::bench::pgbench(database_url, scratch, name, script, clients, measured_seconds())?;
+    let after = CpuSample::now(server_pid);
     Ok(Phase {
         operations: run.transactions,
         seconds: run.seconds,
         p50_ms: run.p50_ms,
         p99_ms: run.p99_ms,
         peak_rss_mib: None,
+        cpu: before.per_operation(&after, run.transactions),
+        statements: Vec::new(),
     })
+}
+
+/// Rounds of the load table (`CLOUDLY_BENCH_ROUNDS`, default 1): each round runs every floor and
+/// operation at every client count, so the rounds interleave; a figure is the median round's.
+fn rounds() -> usize {
+    std::env::var("CLOUDLY_BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(1).max(1)
+}
+
+/// `CLOUDLY_BENCH_TABLES=load` runs the load table alone (and prints it without rewriting
+/// docs/benchmarks.md); by default every table runs.
+fn load_table_only() -> bool {
+    std::env::var("CLOUDLY_BENCH_TABLES").is_ok_and(|tables| tables == "load")
+}
+
+/// The phase of median throughput among `phases`.
+fn median(mut phases: Vec<Phase>) -> Phase {
+    phases.sort_by(|a, b| a.per_second().total_cmp(&b.per_second()));
+    phases.swap_remove(phases.len() / 2)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,8 +475,24 @@ impl Operation for FetchUnchanged {
 // ---------------------------------------------------------------------------------------------
 // The run and the report.
 
+/// The load table's operations: name, the floor its ratio is taken against, and the least ratio
+/// at 16 clients it aims for (issue 25), if any.
+const OPERATIONS: [(&str, &str, Option<f64>); 5] = [
+    ("designate", "transaction", Some(1.0)),
+    ("get", "select", Some(0.5)),
+    ("register", "transaction", Some(0.5)),
+    ("projection fetch", "select", None),
+    ("unchanged fetch", "select", Some(0.5)),
+];
+
+/// The client count the targets are set at.
+const TARGET_CLIENTS: usize = 16;
+
 struct Report {
-    load: Vec<(&'static str, usize, Phase, &'static str, Phase)>,
+    /// `(floor, clients, phase)`, medians over the rounds.
+    floors: Vec<(&'static str, usize, Phase)>,
+    /// `(operation, clients, phase)`, medians over the rounds.
+    load: Vec<(&'static str, usize, Phase)>,
     clusters: Vec<(usize, Phase, Phase)>,
     nodes: Vec<(usize, Phase, Phase, Phase)>,
 }
@@ -420,7 +509,8 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
         ],
     )
     .serving();
-    let pid = server.pid();
+    let meter = Meter { pid: server.pid(), base_url: server.base_url.clone() };
+    let pid = &meter;
     let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
     admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
     database_statements(&database.url, PGBENCH_TABLE).await?;
@@ -428,12 +518,14 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     let scale_clusters = || (0..SCALE_CLIENTS).map(|index| format!("c{index}")).collect::<Vec<_>>();
     seed_clusters(&admin, 0, CLUSTER_COUNTS[0], true).await?;
     let wide = Arc::new(build_wide(&admin, &server.base_url).await?);
-    let mut report = Report { load: Vec::new(), clusters: Vec::new(), nodes: Vec::new() };
+    let mut report = Report { floors: Vec::new(), load: Vec::new(), clusters: Vec::new(), nodes: Vec::new() };
     let designate_scale = Designate::new(&admin, scale_clusters(), "scale").await?;
     let get_scale = Arc::new(GetDesignation { admin: admin.clone(), clusters: scale_clusters() });
 
     // Clusters: 10.
-    report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[0], pid).await?);
+    if !load_table_only() {
+        report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[0], pid).await?);
+    }
     // The load table: 64 designating clusters of their own (`c8`..`c71`; the scale clients keep
     // `c0`..`c7`), 1 000 in the store.
     seed_clusters(&admin, CLUSTER_COUNTS[0], SCALE_CLIENTS + 64, true).await?;
@@ -445,20 +537,37 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
         Arc::new(Register { client: server.client(), bearer: wide.bearer.clone(), token: wide.relay_token.clone() });
     let fetch = Arc::new(FetchProjection { wide: wide.clone() });
     let unchanged = Arc::new(FetchUnchanged::new(wide.clone()).await?);
-    for clients in CLIENT_COUNTS {
-        let cas = pgbench(&database.url, &scratch.0, "cas", PGBENCH_CAS, clients)?;
-        let select = pgbench(&database.url, &scratch.0, "select", PGBENCH_SELECT, clients)?;
-        report.load.push(("designate", clients, run_phase(&designate, clients, pid).await?, "cas", cas.clone()));
-        report.load.push(("get", clients, run_phase(&get, clients, pid).await?, "select", select.clone()));
-        report.load.push(("register", clients, run_phase(&register_operation, clients, pid).await?, "cas", cas));
-        report.load.push((
-            "projection fetch",
-            clients,
-            run_phase(&fetch, clients, pid).await?,
-            "select",
-            select.clone(),
-        ));
-        report.load.push(("unchanged fetch", clients, run_phase(&unchanged, clients, pid).await?, "select", select));
+    let mut floors: Vec<(&'static str, usize, Vec<Phase>)> = Vec::new();
+    let mut load: Vec<(&'static str, usize, Vec<Phase>)> = Vec::new();
+    for round in 0..rounds() {
+        for clients in CLIENT_COUNTS {
+            let mut measured = Vec::new();
+            for (floor, script) in FLOORS {
+                measured.push((floor, pgbench(&database.url, &scratch.0, floor, script, clients, pid.pid)?));
+            }
+            let [designate_name, get_name, register_name, fetch_name, unchanged_name] =
+                OPERATIONS.map(|(name, ..)| name);
+            measured.push((designate_name, run_phase(&designate, clients, pid).await?));
+            measured.push((get_name, run_phase(&get, clients, pid).await?));
+            measured.push((register_name, run_phase(&register_operation, clients, pid).await?));
+            measured.push((fetch_name, run_phase(&fetch, clients, pid).await?));
+            measured.push((unchanged_name, run_phase(&unchanged, clients, pid).await?));
+            for (index, (name, phase)) in measured.into_iter().enumerate() {
+                let rows = if index < FLOORS.len() { &mut floors } else { &mut load };
+                match rows.iter_mut().find(|(row, count, _)| *row == name && *count == clients) {
+                    Some((_, _, phases)) => phases.push(phase),
+                    None if round == 0 => rows.push((name, clients, vec![phase])),
+                    None => return Err(format!("round {round} measured {name} at {clients} clients first")),
+                }
+            }
+        }
+    }
+    report.floors = floors.into_iter().map(|(name, clients, phases)| (name, clients, median(phases))).collect();
+    report.load = load.into_iter().map(|(name, clients, phases)| (name, clients, median(phases))).collect();
+    if load_table_only() {
+        drop(wide);
+        server.terminate();
+        return Ok(report);
     }
     // Clusters: 1 000, then 10 000.
     report.clusters.push(clusters_row(&designate_scale, &get_scale, CLUSTER_COUNTS[1], pid).await?);
@@ -494,7 +603,7 @@ async fn clusters_row(
     designate: &Arc<Designate>,
     get: &Arc<GetDesignation>,
     count: usize,
-    pid: u32,
+    pid: &Meter,
 ) -> BenchResult<(usize, Phase, Phase)> {
     Ok((count, run_phase(designate, SCALE_CLIENTS, pid).await?, run_phase(get, SCALE_CLIENTS, pid).await?))
 }
@@ -508,30 +617,99 @@ fn render(report: &Report, load_before: &str) -> String {
     let (commit, dirty) = commit_and_state();
     let postgres = command_line("psql", &[&pg_admin_url(), "-Atqc", "show server_version"]);
     text.push_str(&format!(
-        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench load` ({} s per phase; \
-         PostgreSQL {postgres} on this machine, {} CPUs; load average before the run: {load_before}). \
-         Ratio = the operation's throughput ÷ pgbench's at the same client count; RSS = the server's peak \
-         during the phase.\n\n",
+        "### Results — {} (commit `{commit}`{dirty})\n\nGenerated by `cargo bench --bench load` ({} s per phase, \
+         {} interleaved round(s), each figure the median round's; PostgreSQL {postgres} on this machine, {} CPUs; \
+         load average before the run: {load_before}). Ratio = the operation's throughput ÷ its floor's at the \
+         same client count (designate and register also ÷ cas); CPU = CPU time per operation of the server \
+         process, of every PostgreSQL process and of the bench's clients; RSS = the server's peak during the \
+         phase.\n\n",
         command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         measured_seconds(),
+        rounds(),
         std::thread::available_parallelism().map_or(0, |cores| cores.get()),
     ));
+    let floor = |name: &str, clients: usize| {
+        report.floors.iter().find(|(floor, count, _)| *floor == name && *count == clients).map(|(_, _, phase)| phase)
+    };
+    let ratio = |phase: &Phase, name: &str, clients: usize| {
+        floor(name, clients).map(|floor| phase.per_second() / floor.per_second())
+    };
+    let figure = |ratio: Option<f64>| ratio.map_or_else(|| "–".to_owned(), |ratio| format!("{ratio:.2}"));
     text.push_str(
-        "| operation | clients | ops/s | p50 ms | p99 ms | peak RSS MiB | pgbench | pgbench tps | pgbench p50 ms | pgbench p99 ms | ratio |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n",
+        "| operation | clients | ops/s | p50 ms | p99 ms | CPU ms/op server | CPU ms/op PostgreSQL | CPU ms/op clients | peak RSS MiB | floor | ratio | ratio to cas | target |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |\n",
     );
-    for (name, clients, phase, raw_name, raw) in &report.load {
+    for (name, clients, phase) in &report.load {
+        let (_, floor_name, least) =
+            OPERATIONS.iter().find(|(operation, ..)| operation == name).copied().unwrap_or_default();
+        let measured = ratio(phase, floor_name, *clients);
+        let at_target = report.load.iter().find(|(other, count, _)| other == name && *count == TARGET_CLIENTS);
+        let target = match least {
+            Some(least) if *clients == TARGET_CLIENTS => {
+                let met = measured.is_some_and(|measured| measured >= least);
+                format!("≥ {least} × {floor_name}: {}", if met { "met" } else { "not met" })
+            }
+            Some(_) if *clients > TARGET_CLIENTS => match at_target {
+                Some((_, _, sixteen)) => {
+                    let met = phase.per_second() >= sixteen.per_second();
+                    format!("≥ {TARGET_CLIENTS} clients' ops/s: {}", if met { "met" } else { "not met" })
+                }
+                None => "–".to_owned(),
+            },
+            _ => "–".to_owned(),
+        };
+        let cas = if floor_name == "transaction" { figure(ratio(phase, "cas", *clients)) } else { "–".to_owned() };
         text.push_str(&format!(
-            "| {name} | {clients} | {:.0} | {:.2} | {:.2} | {} | {raw_name} | {:.0} | {:.2} | {:.2} | {:.3} |\n",
+            "| {name} | {clients} | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {floor_name} | {} | {cas} | {target} |\n",
             phase.per_second(),
             phase.p50_ms,
             phase.p99_ms,
+            phase.cpu.server,
+            phase.cpu.postgres,
+            phase.cpu.client,
             rss(phase),
-            raw.per_second(),
-            raw.p50_ms,
-            raw.p99_ms,
-            phase.per_second() / raw.per_second(),
+            figure(measured),
         ));
+    }
+    text.push_str(
+        "\nThe floors: `pgbench -n -M prepared` on the same PostgreSQL and database, in the same rounds \
+         (CPU of PostgreSQL and of pgbench itself per transaction):\n\n\
+         | pgbench | clients | tps | p50 ms | p99 ms | CPU ms/op PostgreSQL | CPU ms/op pgbench |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (name, clients, phase) in &report.floors {
+        text.push_str(&format!(
+            "| {name} | {clients} | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} |\n",
+            phase.per_second(),
+            phase.p50_ms,
+            phase.p99_ms,
+            phase.cpu.postgres,
+            phase.cpu.client,
+        ));
+    }
+    text.push_str(&format!(
+        "\nStore statements per operation at {TARGET_CLIENTS} clients (the server's \
+         `cloudly_store_operation_duration_seconds_count` by `operation` label over the phase, background \
+         work included; BEGIN, COMMIT and ROLLBACK are not counted):\n\n\
+         | operation | statements | by label |\n| --- | ---: | --- |\n"
+    ));
+    for (name, clients, phase) in &report.load {
+        if *clients != TARGET_CLIENTS {
+            continue;
+        }
+        let mut labels = phase.statements.clone();
+        labels.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = labels.iter().map(|(_, count)| count).sum();
+        let by_label = labels
+            .iter()
+            .filter(|(_, count)| *count >= 0.005)
+            .map(|(label, count)| format!("{label} {count:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        text.push_str(&format!("| {name} | {total:.2} | {by_label} |\n"));
+    }
+    if report.clusters.is_empty() {
+        return text;
     }
     text.push_str(&format!(
         "\nClusters in the store ({SCALE_CLIENTS} clients, each rotating or reading its own cluster):\n\n\
@@ -569,6 +747,9 @@ fn render(report: &Report, load_before: &str) -> String {
 }
 
 fn write_section(section: &str) -> BenchResult<PathBuf> {
+    if load_table_only() {
+        return Ok(PathBuf::from("(nowhere: CLOUDLY_BENCH_TABLES=load runs a part of the report)"));
+    }
     support::bench::write_section(BEGIN_MARKER, END_MARKER, "## Load and scale report (`benches/load.rs`)", section)
 }
 

@@ -128,6 +128,10 @@ pub struct ServeConfig {
     /// designations, in ms (a burst of designations is re-issued about once per interval).
     #[arg(long, env = "CLOUDLY_ASSIGNMENT_RECONCILE_INTERVAL_MS", default_value_t = 100)]
     pub assignment_reconcile_interval_ms: u64,
+    /// The most background assignment reconciles this process runs at once, over all clusters;
+    /// a cluster waiting for a place gathers its changes into one run.
+    #[arg(long, env = "CLOUDLY_ASSIGNMENT_RECONCILE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub assignment_reconcile_workers: u16,
     /// How often this process checks the store's signing key in use without being told (after
     /// `cloudly keys rotate` on SQLite, or a missed PostgreSQL notification), in ms.
     #[arg(long, env = "CLOUDLY_SIGNING_KEY_CHECK_MS", default_value_t = 10_000)]
@@ -239,6 +243,7 @@ impl ServeConfig {
             relay_lease_ms: self.relay_lease_ms,
             registration_retry_after,
             assignment_reconcile_interval_ms: self.assignment_reconcile_interval_ms,
+            assignment_reconcile_workers: usize::from(self.assignment_reconcile_workers),
             signing_key_check_ms: self.signing_key_check_ms,
             projection_sweep_ms: self.projection_sweep_ms,
             reconcile_full_pass_ms: self.reconcile_full_pass_ms,
@@ -274,6 +279,7 @@ impl ServeConfig {
             "controllerId": self.controller_id,
             "relayLeaseMs": self.relay_lease_ms,
             "assignmentReconcileIntervalMs": self.assignment_reconcile_interval_ms,
+            "assignmentReconcileWorkers": self.assignment_reconcile_workers,
             "signingKeyCheckMs": self.signing_key_check_ms,
             "projectionSweepMs": self.projection_sweep_ms,
             "reconcileFullPassMs": self.reconcile_full_pass_ms,

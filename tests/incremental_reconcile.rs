@@ -272,3 +272,45 @@ on_both_stores!(a_write_reaches_the_services_whose_verdict_it_lifts, |backend| a
     assert_ne!(status("later").await["state"], json!("refused"));
     service.stop().await;
 });
+
+on_both_stores!(background_reconciles_sharing_one_place_lose_no_change, |backend| async move {
+    // One place for every background run and no interval: designations of six clusters racing
+    // each other queue for it, and each cluster's last designation still reaches its assignments.
+    let settings = cloudly::domain::ControllerSettings {
+        assignment_reconcile_workers: 1,
+        assignment_reconcile_interval_ms: 0,
+        ..Default::default()
+    };
+    let service = TestService::start_with_settings(backend, Default::default(), settings).await;
+    let clusters: Vec<String> = (1..=6).map(|index| format!("c{index}")).collect();
+    for cluster in &clusters {
+        service.seed_cluster(cluster, "web").await;
+    }
+    let chains = clusters.iter().map(|cluster| {
+        let service = &service;
+        async move {
+            let mut expected = Value::Null;
+            let mut last = Value::Null;
+            for round in 0..8 {
+                let request = designation_request(cluster, "web", &format!("{cluster}-{round}"), 1, expected);
+                last = service.admin_call("designateClusterIngress", request).await["designation"].clone();
+                expected = support::service::reference_of(&last);
+            }
+            (cluster.clone(), last)
+        }
+    });
+    let last_designations = futures_util::future::join_all(chains).await;
+    service.controller().all_assignments_settled().await;
+    for (cluster, designation) in last_designations {
+        let facts = service.store.assignment_facts(&id(&cluster), &FactScope::Cluster).await.unwrap();
+        let secret = designation["credential"]["secretVersion"]["secretVersionId"].as_str().unwrap().to_owned();
+        let web: Vec<_> =
+            facts.heads.readable.iter().filter(|head| head.signed.payload.service_id == id("web")).collect();
+        assert_eq!(web.len(), 2, "{cluster}: one assignment per node");
+        for head in web {
+            let carried = serde_json::to_value(&head.signed.payload.workload.environment).unwrap().to_string();
+            assert!(carried.contains(&secret), "{cluster}: the last designation's secret {secret} in {carried}");
+        }
+    }
+    service.stop().await;
+});

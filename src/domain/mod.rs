@@ -164,6 +164,8 @@ pub struct ControllerSettings {
     /// The shortest time between the starts of two background assignment reconciles of one
     /// cluster: a burst of designations is re-issued once per interval, a lone one at once.
     pub assignment_reconcile_interval_ms: u64,
+    /// The most background assignment reconciles run at once, over all clusters (at least 1).
+    pub assignment_reconcile_workers: usize,
     /// How long registrations and superseded relay connections are kept (`retention`).
     pub retention: retention::RetentionSettings,
     /// The first delay before a claim push is retried (after a protocol fault, a missing answer
@@ -195,6 +197,7 @@ impl Default for ControllerSettings {
             route_table_long_poll_ms: 25_000,
             registration_retry_after: registration::RetryAfterTable::default(),
             assignment_reconcile_interval_ms: 100,
+            assignment_reconcile_workers: 2,
             retention: retention::RetentionSettings::default(),
             storage_claim_retry_ms: 1_000,
             storage_claim_retry_max_ms: 60_000,
@@ -285,6 +288,7 @@ impl Controller {
             issuer,
             projections.clone(),
             milliseconds(settings.assignment_reconcile_interval_ms),
+            settings.assignment_reconcile_workers,
         ));
         claims.set_reconciler(Arc::downgrade(&reconciler));
         Controller {

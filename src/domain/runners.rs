@@ -121,7 +121,14 @@ pub struct Reconciled {
 /// is in flight, or within the interval after its start, makes it run once more when the interval
 /// is over (its facts are then read after that change committed), for the union of the scopes
 /// asked for. A lone change is reconciled at once; a burst of designations is reconciled about
-/// once per interval, not once per designation. The decision itself is taken under the cluster's
+/// once per interval, not once per designation.
+///
+/// **Background runs share a fixed number of places** (`workers`, over all clusters): a cluster
+/// whose run waits for a place keeps gathering changes into it. So when writes to many clusters
+/// outpace the background work, each run covers more of them; the background work neither takes
+/// more than its places of the store's connections nor grows per write with the number of
+/// clusters written (without the bound, 64 clients rotating 64 clusters reconciled once per
+/// designation and halved the throughput of 16). The decision itself is taken under the cluster's
 /// lock in the store, so background runs, writers and other processes never issue two
 /// generations with one number.
 pub struct AssignmentReconciler {
@@ -135,6 +142,8 @@ pub struct AssignmentReconciler {
     interval: Duration,
     /// The clusters with a background reconcile in flight.
     running: Mutex<HashMap<Id, BackgroundRun>>,
+    /// The places of background runs, over all clusters.
+    workers: Arc<Semaphore>,
     /// The clusters whose last reconcile in this process failed.
     owed: Mutex<BTreeSet<Id>>,
 }
@@ -175,7 +184,7 @@ struct Touched {
 impl AssignmentReconciler {
     /// A reconciler issuing assignments and claims as `controller`, signed with the signing key
     /// in use, signalling the nodes they touch through the store, starting background runs of
-    /// one cluster at most once per `interval`.
+    /// one cluster at most once per `interval` and at most `workers` (at least 1) at once.
     pub fn new(
         store: SharedStore,
         clock: Arc<dyn Clock>,
@@ -183,6 +192,7 @@ impl AssignmentReconciler {
         controller: ControllerReference,
         projections: Arc<ProjectionIssuer>,
         interval: Duration,
+        workers: usize,
     ) -> Self {
         AssignmentReconciler {
             store,
@@ -192,6 +202,7 @@ impl AssignmentReconciler {
             projections,
             interval,
             running: Mutex::default(),
+            workers: Arc::new(Semaphore::new(workers.max(1))),
             owed: Mutex::default(),
         }
     }
@@ -459,6 +470,9 @@ impl AssignmentReconciler {
         let mut guard = EntryGuard { entries: &self.running, key: &cluster_id, armed: true };
         let mut covered = 0;
         loop {
+            // A change arriving while the run waits for its place joins it. The semaphore is
+            // never closed.
+            let place = self.workers.acquire().await.expect("the workers semaphore stays open");
             // The changes scheduled so far committed before this run reads its facts.
             let (requested, changes) = {
                 let mut running = self.lock_running();
@@ -469,6 +483,7 @@ impl AssignmentReconciler {
             };
             let started = tokio::time::Instant::now();
             self.reconcile_changes(&cluster_id, &changes, None).await;
+            drop(place);
             covered = requested;
             reconciled.send_replace(covered);
             tokio::time::sleep_until(started + self.interval).await;

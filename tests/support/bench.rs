@@ -123,13 +123,109 @@ pub fn percentile_ms(sorted_micros: &[u64], percent: f64) -> f64 {
     sorted_micros[rank.clamp(1, sorted_micros.len()) - 1] as f64 / 1000.0
 }
 
-/// The pgbench table: one row per client (`:client_id`, up to 64 clients).
+/// The pgbench tables: one row per client (`:client_id`, up to 64 clients), and a log the
+/// 3-statement transaction appends to.
 pub const PGBENCH_TABLE: &str =
     "CREATE TABLE bench_cas (id integer PRIMARY KEY, generation bigint NOT NULL, digest text NOT NULL);
-INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;";
+INSERT INTO bench_cas SELECT id, 0, md5(id::text) FROM generate_series(0, 63) AS id;
+CREATE TABLE bench_log (id bigserial PRIMARY KEY, client integer NOT NULL, generation bigint NOT NULL, digest text NOT NULL);";
 /// The floor of a durable write: a single-statement compare-and-swap, a guarded one-row update
 /// in autocommit.
 pub const PGBENCH_CAS: &str = "UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id AND generation >= 0;\n";
+
+/// The floor of a transactional write: lock the row, update it, append to a log, in one
+/// transaction (what a guarded write with an audit record costs PostgreSQL at least).
+pub const PGBENCH_TRANSACTION: &str = "BEGIN;
+SELECT generation FROM bench_cas WHERE id = :client_id FOR UPDATE;
+UPDATE bench_cas SET generation = generation + 1, digest = md5(generation::text) WHERE id = :client_id;
+INSERT INTO bench_log (client, generation, digest) VALUES (:client_id, 1, md5(:client_id::text));
+END;
+";
+
+/// A single-row select by primary key of the pgbench table.
+pub const PGBENCH_SELECT: &str = "SELECT generation, digest FROM bench_cas WHERE id = :client_id;\n";
+
+/// CPU seconds spent so far: by the server process, by PostgreSQL (every `postgres` process,
+/// and the backends its postmaster has reaped: connections closed since it started) and by this
+/// process (its own threads, and the children it has waited for: pgbench).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuSample {
+    pub server: f64,
+    pub postgres: f64,
+    pub client: f64,
+}
+
+impl CpuSample {
+    /// Reads the counters of `/proc` now. PostgreSQL must run on this machine (its processes are
+    /// found by name); a server that is gone counts zero.
+    pub fn now(server_pid: u32) -> CpuSample {
+        let ticks = clock_ticks_per_second();
+        let seconds = |ticks_used: u64| ticks_used as f64 / ticks;
+        let server = ProcStat::read(&format!("/proc/{server_pid}/stat")).map_or(0, |stat| stat.own);
+        let client = ProcStat::read("/proc/self/stat").map_or(0, |stat| stat.own + stat.children);
+        let mut postgres = 0;
+        let processes: Vec<(u32, ProcStat)> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                Some((pid, ProcStat::read(&format!("/proc/{pid}/stat"))?))
+            })
+            .filter(|(_, stat)| stat.name == "postgres")
+            .collect();
+        for (_, stat) in &processes {
+            postgres += stat.own;
+            // The postmaster (a postgres process whose parent is not one) holds its reaped children.
+            if !processes.iter().any(|(pid, _)| *pid == stat.parent) {
+                postgres += stat.children;
+            }
+        }
+        CpuSample { server: seconds(server), postgres: seconds(postgres), client: seconds(client) }
+    }
+
+    /// CPU milliseconds per operation spent between `self` and `later`.
+    pub fn per_operation(&self, later: &CpuSample, operations: usize) -> CpuSample {
+        let per = |before: f64, after: f64| (after - before) * 1000.0 / operations.max(1) as f64;
+        CpuSample {
+            server: per(self.server, later.server),
+            postgres: per(self.postgres, later.postgres),
+            client: per(self.client, later.client),
+        }
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` the CPU meter reads, in clock ticks.
+struct ProcStat {
+    name: String,
+    parent: u32,
+    /// utime + stime.
+    own: u64,
+    /// cutime + cstime: the children waited for.
+    children: u64,
+}
+
+impl ProcStat {
+    fn read(path: &str) -> Option<ProcStat> {
+        let text = std::fs::read_to_string(path).ok()?;
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so split at the last `)`.
+        let (head, rest) = text.rsplit_once(')')?;
+        let name = head.split_once('(')?.1.to_owned();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let number = |index: usize| fields.get(index).and_then(|field| field.parse::<u64>().ok());
+        Some(ProcStat {
+            name,
+            parent: number(1)? as u32,
+            own: number(11)? + number(12)?,
+            children: number(13)? + number(14)?,
+        })
+    }
+}
+
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| command_line("getconf", &["CLK_TCK"]).parse().unwrap_or(100.0))
+}
 
 /// What one pgbench run measured.
 #[derive(Clone, Debug)]
