@@ -431,7 +431,8 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::SpecRevisionMismatch(_) => 7,
         DomainError::RevisionConflict(_) => 8,
         DomainError::DesignationConflict(_) => 9,
-        DomainError::StoreUnavailable => 10,
+        DomainError::StoreUnavailable(_) => 10,
+        DomainError::StoreCorrupt(_) => 20,
         DomainError::Internal => 11,
         DomainError::RelayConnectionLost => 12,
         DomainError::PrincipalRefused => 13,
@@ -443,7 +444,7 @@ fn variant_index(error: &DomainError) -> usize {
         DomainError::SigningKeyUnavailable => 19,
     }
 }
-const DOMAIN_ERROR_VARIANTS: usize = 20;
+const DOMAIN_ERROR_VARIANTS: usize = 21;
 
 /// Every `MissingKind`, exhaustively (a new kind breaks compilation here).
 fn missing_kinds() -> Vec<MissingKind> {
@@ -504,7 +505,8 @@ fn domain_error_samples() -> Vec<DomainError> {
         DomainError::DesignationConflict(Some(reference)),
         DomainError::DesignationConflict(None),
         DomainError::AddressPlanChangeRefused(vec!["a pool of the previous revision is missing".to_owned()]),
-        DomainError::StoreUnavailable,
+        DomainError::StoreUnavailable("connection refused".to_owned()),
+        DomainError::StoreCorrupt("a digest does not match".to_owned()),
         DomainError::Internal,
         DomainError::SigningKeyUnavailable,
     ];

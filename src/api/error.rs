@@ -17,12 +17,37 @@ pub struct ApiError {
     pub text: String,
     /// `error.data`, always an object with a string `code`.
     pub data: Value,
+    /// What the operator should read in the log about this answer (a failure of the store
+    /// behind it); never sent. [`ApiError::log_cause`] logs it where the answer is sent.
+    cause: Option<Cause>,
+}
+
+/// A failure behind an answered error, for the log.
+#[derive(Debug, Clone, PartialEq)]
+enum Cause {
+    StoreUnavailable(String),
+    StoreCorrupt(String),
 }
 
 impl ApiError {
     /// An error with `text` and `data`.
     pub fn new(text: impl Into<String>, data: Value) -> Self {
-        ApiError { text: text.into(), data }
+        ApiError { text: text.into(), data, cause: None }
+    }
+
+    fn caused_by(mut self, cause: Cause) -> Self {
+        self.cause = Some(cause);
+        self
+    }
+
+    /// Logs the failure behind this answer, if any: once per answered call, by the api's
+    /// dispatch.
+    pub fn log_cause(&self) {
+        match &self.cause {
+            Some(Cause::StoreUnavailable(detail)) => tracing::warn!(%detail, "store unavailable"),
+            Some(Cause::StoreCorrupt(detail)) => tracing::error!(%detail, "stored data is corrupt"),
+            None => {}
+        }
     }
 
     /// `unknown-method`.
@@ -97,13 +122,74 @@ impl From<DomainError> for ApiError {
                 ApiError::new(refusal.error_text(), refusal.to_value())
             }
             DomainError::RegistrationRefused(refusal) => ApiError::new(refusal.error_text(), refusal.to_value()),
-            DomainError::StoreUnavailable => ApiError::new(
+            DomainError::StoreUnavailable(detail) => ApiError::new(
                 "the store did not answer",
                 json!({ "code": "store-unavailable", "retryAfterMs": STORE_RETRY_AFTER_MS }),
-            ),
+            )
+            .caused_by(Cause::StoreUnavailable(detail)),
+            DomainError::StoreCorrupt(detail) => ApiError::new("internal error", json!({ "code": "internal-error" }))
+                .caused_by(Cause::StoreCorrupt(detail)),
             DomainError::Internal | DomainError::SigningKeyUnavailable => {
                 ApiError::new("internal error", json!({ "code": "internal-error" }))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// The lines `run` logs at any level.
+    fn logged(run: impl FnOnce()) -> String {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let writer = {
+            let lines = lines.clone();
+            move || LogLines(lines.clone())
+        };
+        let subscriber = tracing_subscriber::fmt().with_writer(writer).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, run);
+        let bytes = lines.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct LogLines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for LogLines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_store_failure_is_logged_where_answered_and_never_sent() {
+        let cases = [
+            (DomainError::StoreUnavailable("pool timed out at db.internal".into()), "store-unavailable", "WARN"),
+            (DomainError::StoreCorrupt("a digest does not match at db.internal".into()), "internal-error", "ERROR"),
+        ];
+        for (domain, code, level) in cases {
+            // Converting logs nothing; the answer carries no detail.
+            let (error, converting) = {
+                let mut error = None;
+                let log = logged(|| error = Some(ApiError::from(domain.clone())));
+                (error.unwrap(), log)
+            };
+            assert_eq!(converting, "", "{domain:?}: a conversion logs nothing");
+            assert_eq!(error.code(), code);
+            let sent = format!("{} {}", error.text, error.data);
+            assert!(!sent.contains("db.internal"), "the detail is never sent: {sent}");
+            // Answering logs it once, with the detail.
+            let answering = logged(|| error.log_cause());
+            assert_eq!(answering.lines().count(), 1, "{answering}");
+            assert!(answering.contains(level) && answering.contains("db.internal"), "{answering}");
+        }
+        // An answer without a failure behind it logs nothing.
+        assert_eq!(logged(|| ApiError::from(DomainError::MutationConflict).log_cause()), "");
     }
 }

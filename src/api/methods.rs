@@ -532,7 +532,7 @@ impl Method {
             Principal::Registration(_) => DomainError::RegistrationRefused(
                 controller.settings.registration_retry_after.refusal(RefusalReason::NotReady),
             ),
-            _ => DomainError::StoreUnavailable,
+            _ => DomainError::StoreUnavailable("the call ran out of time".to_owned()),
         }
         .into()
     }
@@ -540,6 +540,20 @@ impl Method {
     /// Answers one call of this method. `request` is the envelope's `request` member, or the
     /// raw-text rule its text breaks; `auth_jwt` is the envelope's `authInfo.jwt`.
     pub async fn call(
+        &self,
+        controller: &Controller,
+        transport: Transport<'_>,
+        request: Result<&Value, TextRule>,
+        auth_jwt: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let answer = self.answer(controller, transport, request, auth_jwt).await;
+        if let Err(error) = &answer {
+            error.log_cause();
+        }
+        answer
+    }
+
+    async fn answer(
         &self,
         controller: &Controller,
         transport: Transport<'_>,

@@ -258,7 +258,10 @@ async fn answer_typed_request(
         Ok(outcome) => outcome,
         Err(_) => {
             tracing::warn!(method = %method_label, "request timed out");
-            Err(method.map_or_else(|| DomainError::StoreUnavailable.into(), |method| method.timed_out(controller)))
+            Err(method.map_or_else(
+                || DomainError::StoreUnavailable("the call ran out of time".to_owned()).into(),
+                |method| method.timed_out(controller),
+            ))
         }
     };
     let code = match &outcome {

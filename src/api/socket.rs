@@ -259,7 +259,10 @@ fn receive_text(
             Ok(outcome) => outcome,
             Err(_) => {
                 tracing::warn!(method = %envelope.method, "socket request timed out");
-                Err(method.map_or_else(|| DomainError::StoreUnavailable.into(), |method| method.timed_out(controller)))
+                Err(method.map_or_else(
+                    || DomainError::StoreUnavailable("the call ran out of time".to_owned()).into(),
+                    |method| method.timed_out(controller),
+                ))
             }
         };
         let code = outcome.as_ref().map_or_else(|error| error.code().to_owned(), |_| "ok".to_owned());

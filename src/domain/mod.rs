@@ -120,9 +120,14 @@ pub enum DomainError {
     /// `registerClusterIngress` steps 2–8: `IClusterIngressRegistrationRefusal`.
     #[error("cluster ingress registration refused: {}", .0.reason())]
     RegistrationRefused(crate::contract::registration::ClusterIngressRegistrationRefusal),
-    /// `store-unavailable`.
-    #[error("store unavailable")]
-    StoreUnavailable,
+    /// `store-unavailable`, with what the store said (logged where the error is answered, never
+    /// sent).
+    #[error("store unavailable: {0}")]
+    StoreUnavailable(String),
+    /// Stored data that does not read back (a broken row, a digest that does not match): logged
+    /// where the error is answered, answered as `internal-error` without detail.
+    #[error("stored data is corrupt: {0}")]
+    StoreCorrupt(String),
     /// This process does not hold the store's signing key in use (after `cloudly keys rotate`,
     /// until its data directory holds the new key): it signs nothing. Logged; answered as
     /// `internal-error` without detail.
@@ -137,14 +142,8 @@ pub enum DomainError {
 impl From<StoreError> for DomainError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(detail) => {
-                tracing::warn!(%detail, "store unavailable");
-                DomainError::StoreUnavailable
-            }
-            StoreError::Corrupt(detail) => {
-                tracing::error!(%detail, "stored data is corrupt");
-                DomainError::Internal
-            }
+            StoreError::Unavailable(detail) => DomainError::StoreUnavailable(detail),
+            StoreError::Corrupt(detail) => DomainError::StoreCorrupt(detail),
         }
     }
 }

@@ -79,8 +79,6 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
-        // Every pooled PostgreSQL connection is checked before its next use after a failure.
-        postgres::pool::note_store_failure();
         StoreError::Unavailable(error.to_string())
     }
 }

@@ -8,7 +8,7 @@
 
 use super::StoreError;
 use super::dialect::Backend;
-use super::postgres::pool::{self, PooledConnection};
+use super::postgres::pool::{self, PooledConnection, note_statement_failure};
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{AssertSqlSafe, Database, Decode, Encode, Postgres, Row as _, Sqlite, Type};
@@ -302,7 +302,9 @@ impl<'a> Statement<'a> {
     pub(crate) async fn execute(self, on: &mut impl HoldsConnection) -> Result<u64, StoreError> {
         let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
-            ConnectionRef::Postgres(connection) => self.query::<Postgres>().execute(connection).await?.rows_affected(),
+            ConnectionRef::Postgres(connection) => {
+                self.query::<Postgres>().execute(connection).await.inspect_err(note_statement_failure)?.rows_affected()
+            }
             ConnectionRef::Sqlite(connection) => self.query::<Sqlite>().execute(connection).await?.rows_affected(),
         })
     }
@@ -316,9 +318,12 @@ impl<'a> Statement<'a> {
     pub(crate) async fn fetch_optional(self, on: &mut impl HoldsConnection) -> Result<Option<Row>, StoreError> {
         let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
-            ConnectionRef::Postgres(connection) => {
-                self.query::<Postgres>().fetch_optional(connection).await?.map(Row::Postgres)
-            }
+            ConnectionRef::Postgres(connection) => self
+                .query::<Postgres>()
+                .fetch_optional(connection)
+                .await
+                .inspect_err(note_statement_failure)?
+                .map(Row::Postgres),
             ConnectionRef::Sqlite(connection) => {
                 self.query::<Sqlite>().fetch_all(connection).await?.into_iter().next().map(Row::Sqlite)
             }
@@ -336,7 +341,8 @@ impl<'a> Statement<'a> {
         let _timed = StatementTimer::start(&self.sql);
         Ok(match on.connection() {
             ConnectionRef::Postgres(connection) => {
-                self.query::<Postgres>().fetch_all(connection).await?.into_iter().map(Row::Postgres).collect()
+                let rows = self.query::<Postgres>().fetch_all(connection).await.inspect_err(note_statement_failure)?;
+                rows.into_iter().map(Row::Postgres).collect()
             }
             ConnectionRef::Sqlite(connection) => {
                 self.query::<Sqlite>().fetch_all(connection).await?.into_iter().map(Row::Sqlite).collect()

@@ -44,7 +44,7 @@ impl PooledConnection {
     /// [`PooledConnection::rollback`] answers, a drop closes the connection.
     pub async fn begin(&mut self, statement: &'static str) -> Result<(), sqlx::Error> {
         self.in_transaction = true;
-        sqlx::raw_sql(statement).execute(&mut **self).await?;
+        sqlx::raw_sql(statement).execute(&mut **self).await.inspect_err(note_statement_failure)?;
         Ok(())
     }
 
@@ -60,7 +60,7 @@ impl PooledConnection {
 
     /// Ends the transaction; the connection may return to the pool once the answer arrived.
     async fn finish(&mut self, statement: &'static str) -> Result<(), sqlx::Error> {
-        sqlx::raw_sql(statement).execute(&mut **self).await?;
+        sqlx::raw_sql(statement).execute(&mut **self).await.inspect_err(note_statement_failure)?;
         self.in_transaction = false;
         Ok(())
     }
@@ -103,9 +103,15 @@ static LAST_FAILURE: AtomicU64 = AtomicU64::new(0);
 
 /// Remembers that a store statement failed now, so every pooled connection handed out before
 /// this moment is pinged at its next checkout.
-pub fn note_store_failure() {
+fn note_store_failure() {
     let micros = u64::try_from(base().elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
     LAST_FAILURE.fetch_max(micros, Ordering::Relaxed);
+}
+
+/// [`note_store_failure`] for the error of a statement on a pooled connection (the store's
+/// statements call it for every error PostgreSQL or the socket answered).
+pub fn note_statement_failure(_error: &sqlx::Error) {
+    note_store_failure();
 }
 
 /// True when a store statement failed at or after `since`.
