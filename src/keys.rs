@@ -821,17 +821,16 @@ fn restrict(path: &Path, mode: u32) -> Result<(), KeyError> {
 }
 
 fn encode_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    hex::encode(bytes)
 }
 
+/// 32 bytes as 64 lowercase hex characters (uppercase is refused: a key file has one spelling).
 fn decode_hex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte)) {
+    if text.bytes().any(|byte| byte.is_ascii_uppercase()) {
         return None;
     }
     let mut bytes = [0u8; 32];
-    for (index, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut bytes).ok()?;
     Some(bytes)
 }
 

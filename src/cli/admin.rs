@@ -76,18 +76,11 @@ pub enum TypeArg {
     Machine,
 }
 
-/// Parses `90s`, `30m`, `12h`, `7d` into milliseconds.
+/// Parses a positive duration (`90s`, `30m`, `12h`, `7d`, `1h 30m`: humantime's forms) into
+/// milliseconds.
 pub fn parse_ttl(text: &str) -> Option<u64> {
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
-    let number: u64 = number.parse().ok()?;
-    let unit_ms = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    number.checked_mul(unit_ms).filter(|ms| *ms > 0)
+    let duration = humantime::parse_duration(text).ok()?;
+    u64::try_from(duration.as_millis()).ok().filter(|ms| *ms > 0)
 }
 
 pub fn run_identity(command: IdentityCommand) -> ExitCode {
@@ -1323,6 +1316,7 @@ mod tests {
         assert_eq!(parse_ttl("0h"), None);
         assert_eq!(parse_ttl("12"), None);
         assert_eq!(parse_ttl("h"), None);
-        assert_eq!(parse_ttl("12w"), None);
+        assert_eq!(parse_ttl("12x"), None);
+        assert_eq!(parse_ttl("1h 30m"), Some(5_400_000));
     }
 }

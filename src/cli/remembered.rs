@@ -38,8 +38,7 @@ impl DesignationKey<'_> {
             hasher.update((part.len() as u64).to_be_bytes());
             hasher.update(part.as_bytes());
         }
-        let digest: String = hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
-        format!("{digest}.json")
+        format!("{}.json", hex::encode(hasher.finalize()))
     }
 }
 

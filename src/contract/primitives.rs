@@ -69,13 +69,9 @@ string_newtype!(
 impl Sha256Digest {
     /// Builds the digest text from the 32 raw bytes of a SHA-256 output.
     pub fn from_bytes(bytes: &[u8; 32]) -> Self {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = String::with_capacity(71);
         text.push_str("sha256:");
-        for byte in bytes {
-            text.push(HEX[(byte >> 4) as usize] as char);
-            text.push(HEX[(byte & 0x0f) as usize] as char);
-        }
+        text.push_str(&hex::encode(bytes));
         Self(text)
     }
 }

@@ -134,8 +134,7 @@ impl NodeInputs {
         for id in &self.host_platform_endpoint_ids {
             field(id.as_str());
         }
-        let digest = hash.finalize();
-        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+        hex::encode(hash.finalize())
     }
 }
 

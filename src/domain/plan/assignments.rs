@@ -69,8 +69,7 @@ pub fn assignment_id(cluster_id: &Id, service_id: &Id, index: u64) -> Id {
     hasher.update(service_id.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(index.to_string().as_bytes());
-    let hex: String = hasher.finalize().iter().take(20).map(|byte| format!("{byte:02x}")).collect();
-    Id::parse(&format!("asg-{hex}")).expect("a hex id is an Id")
+    Id::parse(&format!("asg-{}", hex::encode(&hasher.finalize()[..20]))).expect("a hex id is an Id")
 }
 
 /// True when two assignments carry the same order (everything but the revision members and

@@ -43,8 +43,7 @@ pub fn claim_id(cluster_id: &Id, service_id: &Id, volume_id: &Id) -> Id {
     hasher.update(service_id.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(volume_id.as_str().as_bytes());
-    let hex: String = hasher.finalize().iter().take(20).map(|byte| format!("{byte:02x}")).collect();
-    Id::parse(&format!("lsc-{hex}")).expect("a hex id is an Id")
+    Id::parse(&format!("lsc-{}", hex::encode(&hasher.finalize()[..20]))).expect("a hex id is an Id")
 }
 
 /// An operator's decision on an `uncertain` claim (`resolveRuntimeLocalStorageClaim`).
