@@ -204,10 +204,17 @@ fn rounds() -> usize {
     std::env::var("CLOUDLY_BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(1).max(1)
 }
 
-/// `CLOUDLY_BENCH_TABLES=load` runs the load table alone (and prints it without rewriting
-/// docs/benchmarks.md); by default every table runs.
+/// `CLOUDLY_BENCH_TABLES=load` (or [`operation_wanted`]'s filter) runs the load table alone and
+/// prints it without rewriting docs/benchmarks.md; by default every table runs.
 fn load_table_only() -> bool {
     std::env::var("CLOUDLY_BENCH_TABLES").is_ok_and(|tables| tables == "load")
+        || std::env::var_os("CLOUDLY_BENCH_OPERATIONS").is_some()
+}
+
+/// `CLOUDLY_BENCH_OPERATIONS=designate,get` measures only those operations of the load table
+/// (a profiler's run); by default all of them.
+fn operation_wanted(name: &str) -> bool {
+    std::env::var("CLOUDLY_BENCH_OPERATIONS").map_or(true, |names| names.split(',').any(|wanted| wanted.trim() == name))
 }
 
 /// The phase of median throughput among `phases`.
@@ -547,11 +554,21 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
             }
             let [designate_name, get_name, register_name, fetch_name, unchanged_name] =
                 OPERATIONS.map(|(name, ..)| name);
-            measured.push((designate_name, run_phase(&designate, clients, pid).await?));
-            measured.push((get_name, run_phase(&get, clients, pid).await?));
-            measured.push((register_name, run_phase(&register_operation, clients, pid).await?));
-            measured.push((fetch_name, run_phase(&fetch, clients, pid).await?));
-            measured.push((unchanged_name, run_phase(&unchanged, clients, pid).await?));
+            if operation_wanted(designate_name) {
+                measured.push((designate_name, run_phase(&designate, clients, pid).await?));
+            }
+            if operation_wanted(get_name) {
+                measured.push((get_name, run_phase(&get, clients, pid).await?));
+            }
+            if operation_wanted(register_name) {
+                measured.push((register_name, run_phase(&register_operation, clients, pid).await?));
+            }
+            if operation_wanted(fetch_name) {
+                measured.push((fetch_name, run_phase(&fetch, clients, pid).await?));
+            }
+            if operation_wanted(unchanged_name) {
+                measured.push((unchanged_name, run_phase(&unchanged, clients, pid).await?));
+            }
             for (index, (name, phase)) in measured.into_iter().enumerate() {
                 let rows = if index < FLOORS.len() { &mut floors } else { &mut load };
                 match rows.iter_mut().find(|(row, count, _)| *row == name && *count == clients) {

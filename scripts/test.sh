@@ -56,6 +56,8 @@ REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The library and binary as shipped: without the `testing` feature the test builds turn on.
+cargo clippy --lib --bins --locked -- -D warnings
 cargo test --all-targets --locked
 # Doc tests are not part of --all-targets.
 cargo test --doc --locked

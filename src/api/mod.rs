@@ -120,7 +120,9 @@ pub fn request_span(kind: &'static str, request_id: &str, principal: Option<&str
 /// generation; never a bearer or another member).
 fn log_write(method: &methods::Method, response: &Value) {
     use crate::domain::identity::Access;
-    if !matches!(method.principal, methods::Principal::Administrator(Access::Admin | Access::Designate, _)) {
+    if !matches!(method.principal, methods::Principal::Administrator(Access::Admin | Access::Designate, _))
+        || !tracing::enabled!(tracing::Level::INFO)
+    {
         return;
     }
     const NAMING: [&str; 10] = [

@@ -37,8 +37,8 @@ use crate::store::{MissingKind, SharedStore, StoreError};
 use identity::{Access, Caller, IdentityVerifier};
 use serde_json::Value;
 pub use signing::ControllerSigningKey;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
 
 /// The time source, in milliseconds since the Unix epoch. Tests pass a fixed or stepped clock.
 pub trait Clock: Send + Sync + 'static {
@@ -231,7 +231,8 @@ pub struct Controller {
     /// Set once a stop signal arrived: the controller drains and judges no registration.
     draining: AtomicBool,
     /// The test seam of `registerClusterIngress` (`registration::RegistrationCommitGate`).
-    registration_commit_gate: RwLock<Option<registration::RegistrationCommitGate>>,
+    #[cfg(feature = "testing")]
+    registration_commit_gate: std::sync::RwLock<Option<registration::RegistrationCommitGate>>,
     /// Reconciles assignments, also in the background (`runners`).
     reconciler: Arc<runners::AssignmentReconciler>,
     /// Pushes runtime local storage claims to the nodes of this process (`runners`).
@@ -304,7 +305,8 @@ impl Controller {
             projections,
             push_pacer: signals::PushPacer::default(),
             draining: AtomicBool::new(false),
-            registration_commit_gate: RwLock::new(None),
+            #[cfg(feature = "testing")]
+            registration_commit_gate: std::sync::RwLock::new(None),
         }
     }
 

@@ -999,6 +999,7 @@ mod oracle {
 
 /// Fixtures of the issuer's tests and benchmarks (`tests/projections.rs`,
 /// `benches/projection.rs`): records of cluster `c1` built in code, not read from a store.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use crate::contract::network::projection::ProtectedAuthorityReference;
     use crate::contract::network::{LeaseIpv4, RuntimeNetworkLease};

@@ -36,9 +36,6 @@ use crate::store::registrations::{
     IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, SessionGeneration,
     StoredIngressRegistration,
 };
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 
 /// The most registrations one `listClusterIngressRegistrations` answers.
 pub const MAX_REGISTRATION_PAGE: u32 = 500;
@@ -104,8 +101,10 @@ impl RetryAfterTable {
 }
 
 /// A test seam: awaited after the judge's reads (steps 3–7) and before the commit, so a test can
-/// change the facts in exactly that window. `None` in production.
-pub type RegistrationCommitGate = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// change the facts in exactly that window. Only in builds with the `testing` feature.
+#[cfg(feature = "testing")]
+pub type RegistrationCommitGate =
+    std::sync::Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// An accepted registration and the cluster's route table revision at the time.
 #[derive(Debug, Clone)]
@@ -233,6 +232,7 @@ impl From<crate::store::StoreError> for Refusal {
 
 impl Controller {
     /// Installs (or removes) the [`RegistrationCommitGate`] test seam.
+    #[cfg(feature = "testing")]
     pub fn set_registration_commit_gate(&self, gate: Option<RegistrationCommitGate>) {
         *self.registration_commit_gate.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = gate;
     }
@@ -312,9 +312,12 @@ impl Controller {
         let facts = self.store.registration_facts(cluster_id, &registration.node_id).await?;
         let Judged { designation, assignment, session } = judge_facts(&facts, &registration)?;
         // 8. conflict: the commit writes only while the facts read above still hold
-        let gate = self.registration_commit_gate.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        if let Some(gate) = gate {
-            gate().await;
+        #[cfg(feature = "testing")]
+        {
+            let gate = self.registration_commit_gate.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+            if let Some(gate) = gate {
+                gate().await;
+            }
         }
         let record =
             self.registration_record(&registration, &connection, designation, assignment, session, protocol_version);

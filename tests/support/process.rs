@@ -59,9 +59,13 @@ pub fn start(data_dir: &Path, database_url: &str) -> Started {
     start_with(data_dir, database_url, &[])
 }
 
-/// [`start`] with more environment variables (`CLOUDLY_…` settings).
+/// [`start`] with more environment variables (`CLOUDLY_…` settings). The binary is the one
+/// cargo built for this test or bench, unless `CLOUDLY_BENCH_SERVER_BINARY` names another (a
+/// build with debug line tables, for a profiler).
 pub fn start_with(data_dir: &Path, database_url: &str, environment: &[(&str, &str)]) -> Started {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cloudly"))
+    let binary =
+        std::env::var_os("CLOUDLY_BENCH_SERVER_BINARY").unwrap_or_else(|| env!("CARGO_BIN_EXE_cloudly").into());
+    let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
         // Debug lines too, so that tests searching the log for secrets search them all (a
         // benchmark may set another `RUST_LOG` in `environment`).
