@@ -13,7 +13,7 @@
 //! through which relay connection, against which designation).
 
 use super::codec::counter_to_sql;
-use super::sessions::{ReportedState, current_session_on};
+use super::sessions::ReportedState;
 use super::sql::{Statement, head_record};
 use super::{SqlStore, StoreError, rows};
 use crate::contract::assignment::RuntimeAssignment;
@@ -140,14 +140,19 @@ fn capabilities_text(capabilities: Option<&Vec<String>>) -> Option<String> {
     capabilities.map(|list| serde_json::to_string(list).expect("strings serialize"))
 }
 
-/// The designation, the designated service's current spec, whether the node exists, and the
-/// route table revision, of an existing cluster. The head generation is an uncorrelated
-/// subquery, evaluated once, so the designation's lookup is the primary key's
-/// `(cluster_id, generation)` whatever the planner's statistics say.
+/// The designation, the designated service's current spec, whether the node exists, the node's
+/// current session (its highest generation; NULL columns: none) and the route table revision, of
+/// an existing cluster. The head generation and the session generation are uncorrelated
+/// subqueries, evaluated once, so each lookup is a primary key's whatever the planner's
+/// statistics say.
 const REGISTRATION_FACTS_SQL: &str = "SELECT d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, \
        EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = $1 AND n.node_id = $2) AS node_exists, \
-       (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision \
+       (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision, \
+       rs.generation AS generation, rs.session_id AS session_id, rs.controller_kind AS controller_kind, \
+       rs.controller_id AS controller_id, rs.runtime_namespace AS runtime_namespace \
      FROM clusters c \
+     LEFT JOIN runtime_sessions rs ON rs.cluster_id = $1 AND rs.node_id = $2 \
+       AND rs.generation = (SELECT MAX(m.generation) FROM runtime_sessions m WHERE m.cluster_id = $1 AND m.node_id = $2) \
      LEFT JOIN ingress_designations d ON d.cluster_id = $1 \
        AND d.generation = (SELECT h.designation_generation FROM clusters h WHERE h.id = $1) \
      LEFT JOIN services s ON s.cluster_id = d.cluster_id AND s.service_id = d.ingress_service_id \
@@ -204,7 +209,7 @@ impl RegistrationStore for SqlStore {
                 route_table_revision: None,
             });
         };
-        let mut facts = rows::registration_facts(&row)?;
+        let mut facts = rows::registration_facts(cluster_id, node_id, &row)?;
         let Some(designation) = &facts.designation else { return Ok(facts) };
         let (secret_version, service_id) =
             (designation.credential.secret_version.clone(), designation.ingress_service_id.clone());
@@ -218,9 +223,6 @@ impl RegistrationStore for SqlStore {
                     StoreError::Corrupt("the designation's credential names a missing secret version".into())
                 })?;
         facts.credential_hash = Some(rows::secret_hash(&secret)?);
-        if facts.node_exists {
-            facts.session = current_session_on(&mut connection, cluster_id, node_id).await?;
-        }
         if facts.session.is_some() {
             // The head's record and its reported state (absent: NULL), by probes of their keys.
             let backend = self.pool.backend();

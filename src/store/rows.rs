@@ -520,19 +520,30 @@ pub(crate) fn registration(row: &Row) -> Result<StoredIngressRegistration, Store
 
 /// The first read of a registration's facts (see `registrations.rs`, `REGISTRATION_FACTS_SQL`):
 /// `designation` (NULL: none), the designated service's current spec `spec_body` and
-/// `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet). The
-/// session, the assignments and the credential's hash are read after it.
-pub(crate) fn registration_facts(row: &Row) -> Result<RegistrationFacts, StoreError> {
+/// `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet), and the
+/// node's current session (`generation`, `session_id`, `controller_kind`, `controller_id`,
+/// `runtime_namespace`; NULL: none). The assignments and the credential's hash are read after it.
+pub(crate) fn registration_facts(
+    cluster_id: &Id,
+    node_id: &NodeId,
+    row: &Row,
+) -> Result<RegistrationFacts, StoreError> {
     let designation = optional_designation(row, "designation")?;
     let spec = match (&designation, row.optional_text("spec_body")?) {
         (Some(_), Some(body)) => Some(read_service_spec(&body, row.integer("spec_revision")?)?),
         _ => None,
     };
+    let node_exists = row.boolean("node_exists")?;
+    // A session is the node's only while the node exists.
+    let session = match row.optional_text("session_id")? {
+        Some(_) if node_exists => Some(session(cluster_id, node_id, row)?),
+        _ => None,
+    };
     Ok(RegistrationFacts {
         designation,
         spec,
-        node_exists: row.boolean("node_exists")?,
-        session: None,
+        node_exists,
+        session,
         assignments: Vec::new(),
         credential_hash: None,
         route_table_revision: row
