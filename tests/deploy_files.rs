@@ -22,6 +22,9 @@ const E2E_VARIABLES: [&str; 2] = ["CLOUDLY_E2E_URLS", "CLOUDLY_E2E_IDENTITY"];
 /// The port the image and the compose file serve on.
 const PORT: &str = "8080";
 
+/// The address the compose file publishes the controllers on, unless the operator sets another.
+const PUBLISH_ADDRESS: &str = "${PUBLISH_ADDRESS:-127.0.0.1}";
+
 /// The health path of the image's and the compose file's checks.
 const HEALTH_PATH: &str = "/readyz";
 
@@ -185,7 +188,10 @@ fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
     // `std::env` in `src/`), by the test command (`CLOUDLY_TEST_…`) or by the end-to-end suite
     // (`CLOUDLY_E2E_…`); every variable of `cloudly serve` is documented.
     let readme = read("README.md");
-    let test_command = read("scripts/test.sh") + &read("tests/support/database.rs") + &read("tests/e2e.rs");
+    let test_command = read("scripts/test.sh")
+        + &read("scripts/compose-e2e.sh")
+        + &read("tests/support/database.rs")
+        + &read("tests/e2e.rs");
     let source = source_text(&repository().join("src"));
     for variable in variables_in(&readme) {
         let read_by_source = source.contains(&format!("\"{variable}\""));
@@ -207,6 +213,10 @@ fn the_controllers_listen_where_the_files_publish_and_check_them_and_share_one_k
         assert_eq!(text(&controller["command"]), "serve", "{name} runs cloudly serve (the image's entrypoint)");
         let ports = text(&controller["ports"]);
         assert!(ports.ends_with(&format!(":{PORT}")), "{name} publishes the container's port {PORT}: {ports}");
+        assert!(
+            ports.starts_with(&format!("{PUBLISH_ADDRESS}:")),
+            "{name} publishes on 127.0.0.1 unless the operator sets an address: {ports}"
+        );
         let check = text(&controller["healthcheck"]["test"]);
         assert!(check.contains(&format!("127.0.0.1:{PORT}{HEALTH_PATH}")), "{name} checks {HEALTH_PATH}: {check}");
         assert_eq!(text(&controller["depends_on"]["postgres"]["condition"]), "service_healthy");
@@ -250,7 +260,12 @@ fn the_controllers_listen_where_the_files_publish_and_check_them_and_share_one_k
 
     let postgres = service(&compose, "postgres");
     let image = text(&postgres["image"]);
+    let image = image
+        .strip_prefix("${POSTGRES_IMAGE:-")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("the PostgreSQL image is ${{POSTGRES_IMAGE:-…}} (the test passes its own): {image}"));
     assert!(image.starts_with("postgres:") && !image.ends_with(":latest"), "PostgreSQL is pinned by tag: {image}");
+    assert!(postgres["ports"].is_null(), "PostgreSQL publishes no port (the host's 5432 stays free)");
     assert!(text(&postgres["healthcheck"]["test"]).contains("pg_isready"));
     assert!(
         mounts(postgres)
@@ -294,7 +309,7 @@ fn the_e2e_service_runs_the_suite_against_both_controllers_with_an_identity_of_t
     assert!(mounts(issuer).iter().any(|(source, target, _)| source == "cloudly-keys" && *target == keys_dir));
 
     let dockerfile = read("deploy/Dockerfile");
-    let stage = dockerfile.split("\nFROM ").find(|stage| stage.contains(" AS e2e")).expect("an e2e stage");
+    let stage = dockerfile.split("\nFROM ").find(|stage| stage.contains(" AS e2e\n")).expect("an e2e stage");
     assert!(stage.contains("--test e2e") && stage.contains("scripts/e2e.sh"), "{stage}");
 }
 
@@ -303,16 +318,33 @@ fn the_image_builds_the_binary_cargo_builds_and_runs_it_as_a_user_with_its_data_
     let dockerfile = read("deploy/Dockerfile");
     let binary = Path::new(env!("CARGO_BIN_EXE_cloudly")).file_name().unwrap().to_str().unwrap().to_owned();
     assert_eq!(binary, "cloudly");
-    let from: Vec<&str> = dockerfile.lines().filter(|line| line.starts_with("FROM ")).collect();
-    assert_eq!(from.len(), 3, "{from:?}");
-    for line in &from {
-        let image = line.split_whitespace().nth(1).unwrap();
-        assert!(image == "builder" || (image.contains(':') && !image.ends_with(":latest")), "pinned by tag: {line}");
+    // The base images are build arguments (the test command passes stand-ins), whose defaults are
+    // the official images, pinned by tag.
+    let argument = |name: &str| {
+        dockerfile
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("ARG {name}=… before the first FROM"))
+            .to_owned()
+    };
+    assert_eq!(argument("RUST_IMAGE"), "rust:1.95-bookworm");
+    assert_eq!(argument("RUNTIME_IMAGE"), "debian:bookworm-slim");
+    let stages: Vec<(&str, &str)> = dockerfile
+        .lines()
+        .filter_map(|line| line.strip_prefix("FROM "))
+        .map(|rest| rest.split_once(" AS ").unwrap_or_else(|| panic!("FROM {rest} names its stage")))
+        .collect();
+    for (index, (base, name)) in stages.iter().enumerate() {
+        let earlier = stages[..index].iter().any(|(_, stage)| stage == base);
+        assert!(earlier || ["${RUST_IMAGE}", "${RUNTIME_IMAGE}"].contains(base), "stage {name} is built FROM {base}");
     }
-    assert!(from[0].starts_with("FROM rust:") && from[2].starts_with("FROM debian:"), "{from:?}");
+    let runtime_stage = stages.last().unwrap();
+    assert_eq!(*runtime_stage, ("${RUNTIME_IMAGE}", "runtime"), "the runtime is the default (last) stage");
+    // The engine's built-in frontend builds the file offline: no `# syntax=` line to fetch one.
+    assert!(!dockerfile.lines().any(|line| line.trim_start().starts_with("# syntax")), "a # syntax line");
     assert!(dockerfile.contains(&format!("cargo build --release --locked --bin {binary}")));
     assert!(dockerfile.contains(&format!("COPY --from=builder /src/target/release/{binary} /usr/local/bin/{binary}")));
-    let runtime = &dockerfile[dockerfile.find(from[2]).unwrap()..];
+    let runtime = &dockerfile[dockerfile.find("FROM ${RUNTIME_IMAGE} AS runtime").unwrap()..];
     let user = runtime.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER");
     assert!(user != "root" && user != "0", "the runtime runs as {user}");
     assert!(runtime.contains("CLOUDLY_DATA_DIR=/var/lib/cloudly") && runtime.contains("VOLUME [\"/var/lib/cloudly\"]"));
@@ -377,4 +409,100 @@ fn the_keys_command_of_the_compose_file_writes_keys_the_binary_loads_and_only_on
     for role in cloudly::store::KeyRole::ALL {
         assert_eq!(first.key_id(role), again.key_id(role), "a second run replaces nothing");
     }
+}
+
+/// The text of stage `name` of the Dockerfile, from its FROM line to the next.
+fn stage(dockerfile: &str, name: &str) -> String {
+    let start = dockerfile
+        .lines()
+        .position(|line| line.starts_with("FROM ") && line.ends_with(&format!(" AS {name}")))
+        .unwrap_or_else(|| panic!("a stage {name}"));
+    let lines: Vec<&str> = dockerfile.lines().collect();
+    let end = (start + 1..lines.len()).find(|index| lines[*index].starts_with("FROM ")).unwrap_or(lines.len());
+    lines[start..end].join("\n")
+}
+
+#[test]
+fn the_dependencies_are_compiled_in_layers_that_depend_on_the_manifests_alone() {
+    let dockerfile = read("deploy/Dockerfile");
+    // `dependencies` copies Cargo.toml and Cargo.lock only, and compiles the release binary's
+    // dependencies against stub sources; `e2e-dependencies` does the same for the suite's.
+    let dependencies = stage(&dockerfile, "dependencies");
+    let copies: Vec<&str> = dependencies.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(copies, ["COPY Cargo.toml Cargo.lock ./"], "the dependencies layer copies the manifests alone");
+    assert!(dependencies.contains("cargo build --release --locked --bin cloudly"));
+    let e2e_dependencies = stage(&dockerfile, "e2e-dependencies");
+    assert!(e2e_dependencies.starts_with("FROM dependencies AS "));
+    assert!(!e2e_dependencies.contains("COPY "), "{e2e_dependencies}");
+    assert!(e2e_dependencies.contains("cargo test --release --locked --test e2e --no-run"));
+    // Then the source, and our crate compiled again (the copied files are older than the stubs).
+    for (name, base, touched) in [("builder", "dependencies", "src/lib.rs src/main.rs"), ("e2e", "e2e-dependencies", "tests/e2e.rs")]
+    {
+        let text = stage(&dockerfile, name);
+        assert!(text.starts_with(&format!("FROM {base} AS {name}")), "{text}");
+        assert!(text.contains("COPY . .") && text.contains(&format!("touch ")) && text.contains(touched), "{text}");
+    }
+    // The stubs: one per `[[bench]]` of Cargo.toml, whose `name` the stage reads from the line after
+    // the table header.
+    let manifest = read("Cargo.toml");
+    let lines: Vec<&str> = manifest.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        if *line == "[[bench]]" {
+            let name = lines[index + 1].strip_prefix("name = \"").and_then(|rest| rest.strip_suffix('"'));
+            let name = name.unwrap_or_else(|| panic!("the line after [[bench]] is its name: {}", lines[index + 1]));
+            assert!(repository().join(format!("benches/{name}.rs")).exists(), "benches/{name}.rs");
+        }
+    }
+    assert!(dependencies.contains(r#"sed -n '/^\[\[bench\]\]/{n;s/^name = "\(.*\)"$/\1/p}' Cargo.toml"#));
+}
+
+#[test]
+fn both_builders_read_the_same_ignore_list_and_the_compose_file_suits_compose_v1_and_v2() {
+    let lines = |path: &str| -> Vec<String> {
+        read(path).lines().filter(|line| !line.starts_with('#') && !line.is_empty()).map(str::to_owned).collect()
+    };
+    let root = lines(".dockerignore");
+    assert_eq!(root, lines("deploy/Dockerfile.dockerignore"), "the classic builder's and BuildKit's ignore lists");
+    for ignored in ["target/", ".git/", "deploy/.env"] {
+        assert!(root.iter().any(|line| line == ignored), "{ignored} stays out of the build context");
+    }
+    // Compose v1 refuses a top-level `name`; the project name comes from deploy/.env.
+    let compose = compose();
+    let top: Vec<String> = compose.as_mapping().unwrap().keys().map(text).collect();
+    assert_eq!(top, ["services", "volumes"], "top-level keys");
+    assert!(read("deploy/.env").lines().any(|line| line == "COMPOSE_PROJECT_NAME=cloudly"));
+}
+
+#[test]
+fn the_systemd_unit_is_sandboxed_to_an_exposure_of_three_or_better() {
+    let unit = read("deploy/systemd/cloudly.service");
+    for directive in [
+        "CapabilityBoundingSet=\n",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateUsers=yes",
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+        "SystemCallFilter=@system-service",
+        "SystemCallArchitectures=native",
+        "MemoryDenyWriteExecute=yes",
+    ] {
+        assert!(unit.contains(directive), "the unit sets {directive}");
+    }
+    // systemd's own rating, where systemd-analyze exists (`--threshold=30`: exposure 3.0).
+    let analyze = Command::new("systemd-analyze").arg("--version").output();
+    if analyze.is_err() {
+        eprintln!("systemd-analyze is not installed: the unit's rating is not checked here");
+        return;
+    }
+    let scratch = Scratch::new("cloudly-deploy");
+    let copy = scratch.join("cloudly.service");
+    std::fs::write(&copy, &unit).unwrap();
+    let output = Command::new("systemd-analyze")
+        .args(["security", "--no-pager", "--offline=true", "--threshold=30"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    let overall = report.lines().find(|line| line.contains("Overall exposure level")).unwrap_or("no rating");
+    assert!(output.status.success(), "{overall}\n{}", String::from_utf8_lossy(&output.stderr));
 }
