@@ -1,10 +1,13 @@
-//! `deploy/` agrees with the code, since no Docker engine runs here to try it: every `CLOUDLY_*`
+//! `deploy/` agrees with the code (scripts/compose-e2e.sh runs it under Docker; these checks need
+//! no engine and name the line that drifted): every `CLOUDLY_*`
 //! variable the Dockerfile, the compose file, the systemd unit and the READMEs name is one the
 //! built binary's configuration accepts (read from `cloudly … --help` of `CARGO_BIN_EXE_cloudly`)
 //! or one the end-to-end suite's interface defines; the controllers' environment, run through
 //! `cloudly config`, listens on the port the files publish and health-check, with the shared keys
 //! directory they mount; the health path answers on a real process; the binary the image copies
-//! is the one cargo builds; and the compose file's `keys` command writes keys the binary loads.
+//! is the one cargo builds; the compose file's `keys` command writes keys the binary loads; the
+//! dependencies are compiled in layers of their own; both builders ignore the same files; the
+//! compose file suits Compose v1 and v2; and the systemd unit is sandboxed.
 
 #[macro_use]
 mod support;
