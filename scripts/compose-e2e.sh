@@ -87,7 +87,7 @@ docker() { "$docker_cli" "$@"; }
 compose() {
   POSTGRES_IMAGE="$postgres_image" PUBLISH_ADDRESS=127.0.0.1 \
     CONTROLLER_1_PORT="$port_1" CONTROLLER_2_PORT="$port_2" \
-    docker-compose --no-ansi -p "$project" -f "$compose_file" "$@"
+    docker-compose --ansi never -p "$project" -f "$compose_file" "$@"
 }
 
 teardown() {
@@ -173,7 +173,10 @@ fi
 rm -rf "$run_dir"
 mkdir -p "$run_dir/exec" "$DOCKER_CONFIG"
 echo '{}' >"$DOCKER_CONFIG/config.json"
-# overlay2: vfs copies every layer (one build of this project took 27 GB).
+# overlay2: vfs copies every layer (one build of this project took 27 GB). No iptables rules, no
+# change to the host's IP forwarding (so `docker run` warns "IPv4 forwarding is disabled":
+# containers on one network reach each other without it, and nothing here needs more), no default
+# bridge (the compose project's network is the only one).
 dockerd \
   --data-root "$state/docker" \
   --exec-root "$run_dir/exec" \
@@ -195,6 +198,19 @@ if ! docker version >/dev/null 2>&1; then
 fi
 [ "$(docker info --format '{{.Driver}}')" = overlay2 ] || fail "the daemon's storage driver is not overlay2"
 log "dockerd $(docker version --format '{{.Server.Version}}') (pid $daemon_pid) on $socket, data root $state/docker"
+
+# What an interrupted earlier run may have left in this private daemon: removed first (everything
+# in it is this script's).
+leftovers="$(docker ps -aq) $(docker volume ls -q) $(docker network ls -q --filter type=custom)"
+if [ -n "${leftovers// /}" ]; then
+  log "removing what an earlier run left: ${leftovers//$'\n'/ }"
+  docker ps -aq | xargs -r "$docker_cli" rm --force --volumes >/dev/null
+  docker volume ls -q | xargs -r "$docker_cli" volume rm --force >/dev/null
+  docker network ls -q --filter type=custom | xargs -r "$docker_cli" network rm >/dev/null
+fi
+for image in "${project_images[@]}"; do
+  if docker image inspect "$image" >/dev/null 2>&1; then docker image rm --force "$image" >/dev/null; fi
+done
 
 scratch=$(mktemp -d /tmp/cloudly-compose-e2e.XXXXXX)
 
@@ -394,7 +410,7 @@ grep -q '^test result: ok\. [1-9]' "$scratch/e2e.log" || fail "the end-to-end su
 # The CLI of the image built above (a bookworm binary, as this machine).
 cli_container=$(docker create cloudly:local)
 docker cp "$cli_container:/usr/local/bin/cloudly" "$scratch/cloudly" >/dev/null
-docker rm "$cli_container" >/dev/null
+docker rm --volumes "$cli_container" >/dev/null
 compose exec -T cloudly-1 cat /var/lib/cloudly/admin-identity.json >"$scratch/admin.json" \
   || fail "no administrator identity in cloudly-1's data directory"
 export CLOUDLY_STATE_DIR="$scratch/cli-state"

@@ -141,7 +141,8 @@ fn variable(service: &Value, name: &str) -> String {
         .1
 }
 
-/// A service's volume mounts as (source, target, read-only).
+/// A service's volume mounts as (source, target, read-only): `source:target[:ro]`, or the long
+/// syntax (a tmpfs has no source).
 fn mounts(service: &Value) -> Vec<(String, String, bool)> {
     service["volumes"]
         .as_sequence()
@@ -149,6 +150,9 @@ fn mounts(service: &Value) -> Vec<(String, String, bool)> {
             items
                 .iter()
                 .map(|item| {
+                    if item.is_mapping() {
+                        return (text(&item["source"]), text(&item["target"]), item["read_only"] == Value::Bool(true));
+                    }
                     let parts: Vec<String> = text(item).split(':').map(str::to_owned).collect();
                     (parts[0].clone(), parts[1].clone(), parts.get(2).is_some_and(|mode| mode == "ro"))
                 })
@@ -181,9 +185,15 @@ fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
 
     let documents =
         ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/systemd/cloudly.service", "deploy/README.md"];
+    // deploy/README.md also documents the settings of the test command's run under Docker.
+    let compose_run = read("scripts/compose-e2e.sh");
     for document in documents {
         for variable in variables_in(&read(document)) {
-            let known = accepted.all.contains(&variable) || E2E_VARIABLES.contains(&variable.as_str());
+            let known = accepted.all.contains(&variable)
+                || E2E_VARIABLES.contains(&variable.as_str())
+                || (document == "deploy/README.md"
+                    && variable.starts_with("CLOUDLY_COMPOSE_E2E_")
+                    && compose_run.contains(&format!("${{{variable}:-")));
             assert!(known, "{document} names {variable}, which cloudly does not read");
         }
     }
@@ -414,6 +424,36 @@ fn the_keys_command_of_the_compose_file_writes_keys_the_binary_loads_and_only_on
     }
 }
 
+/// Every `include_str!`/`include_bytes!` of the `.rs` files under `dir`: (the file, the included
+/// path resolved against the file's directory).
+fn includes(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(includes(&path));
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+                for rest in text.split(macro_name).skip(1) {
+                    let relative = rest.split('"').next().unwrap();
+                    let mut resolved = path.parent().unwrap().to_path_buf();
+                    for component in Path::new(relative).components() {
+                        match component {
+                            std::path::Component::ParentDir => {
+                                resolved.pop();
+                            }
+                            other => resolved.push(other),
+                        }
+                    }
+                    found.push((path.clone(), resolved));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// The text of stage `name` of the Dockerfile, from its FROM line to the next.
 fn stage(dockerfile: &str, name: &str) -> String {
     let start = dockerfile
@@ -438,12 +478,45 @@ fn the_dependencies_are_compiled_in_layers_that_depend_on_the_manifests_alone() 
     assert!(e2e_dependencies.starts_with("FROM dependencies AS "));
     assert!(!e2e_dependencies.contains("COPY "), "{e2e_dependencies}");
     assert!(e2e_dependencies.contains("cargo test --release --locked --test e2e --no-run"));
-    // Then the source, and our crate compiled again (the copied files are older than the stubs).
-    for (name, base, touched) in [("builder", "dependencies", "src/lib.rs src/main.rs"), ("e2e", "e2e-dependencies", "tests/e2e.rs")]
-    {
-        let text = stage(&dockerfile, name);
-        assert!(text.starts_with(&format!("FROM {base} AS {name}")), "{text}");
-        assert!(text.contains("COPY . .") && text.contains(&format!("touch ")) && text.contains(touched), "{text}");
+    // Then the source, and our crate compiled again (the copied files are older than the stubs):
+    // the binary from `src/` and the migrations it includes alone, the suite from the whole tree.
+    let builder = stage(&dockerfile, "builder");
+    assert!(builder.starts_with("FROM dependencies AS builder"), "{builder}");
+    let copies: Vec<&str> = builder.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(copies, ["COPY src src", "COPY migrations migrations"]);
+    assert!(builder.contains("touch src/lib.rs src/main.rs"), "{builder}");
+    // Every file src/ includes is under src/ or migrations/ (or, in unit tests, which the release
+    // build does not compile, tests/).
+    for (file, included) in includes(&repository().join("src")) {
+        let top = included.strip_prefix(repository()).ok().and_then(|path| path.components().next());
+        let top = top.map(|component| component.as_os_str().to_string_lossy().into_owned()).unwrap_or_default();
+        assert!(
+            ["src", "migrations", "tests"].contains(&top.as_str()),
+            "{} includes {}: copy its directory in the builder stage",
+            file.display(),
+            included.display()
+        );
+    }
+    let e2e = stage(&dockerfile, "e2e");
+    assert!(e2e.starts_with("FROM e2e-dependencies AS e2e"), "{e2e}");
+    let copies: Vec<&str> = e2e.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(
+        copies,
+        [
+            "COPY src src",
+            "COPY migrations migrations",
+            "COPY tests tests",
+            "COPY deploy/examples deploy/examples",
+            "COPY scripts/e2e.sh scripts/e2e.sh"
+        ]
+    );
+    assert!(e2e.contains("touch src/lib.rs src/main.rs tests/e2e.rs"), "{e2e}");
+    // What the suite reads through CARGO_MANIFEST_DIR is among what the stage copies.
+    let suite = read("tests/e2e.rs") + &read("tests/support/mod.rs") + &read("tests/support/process.rs");
+    for path in suite.split("env!(\"CARGO_MANIFEST_DIR\")").skip(1) {
+        let path = path.split('"').nth(1).unwrap_or_default().trim_start_matches('/');
+        let copied = ["src", "migrations", "tests", "deploy/examples", "scripts/e2e.sh"];
+        assert!(path.is_empty() || copied.iter().any(|prefix| path.starts_with(prefix)), "the suite reads {path}");
     }
     // The stubs: one per `[[bench]]` of Cargo.toml, whose `name` the stage reads from the line after
     // the table header.
