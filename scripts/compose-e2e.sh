@@ -52,6 +52,7 @@ step_started=0
 timings=()
 daemon_pid=""
 scratch=""
+holds_lock=""
 
 log() { echo "compose-e2e: $*"; }
 
@@ -125,7 +126,8 @@ teardown() {
     wait "$daemon_pid" 2>/dev/null
   fi
   [ -n "$scratch" ] && rm -rf "$scratch"
-  rm -rf "$run_dir"
+  # The run directory is the lock holder's (another run's, while this one waits).
+  [ -n "$holds_lock" ] && rm -rf "$run_dir"
   end_step
   log "step times:"
   printf '  %s\n' "${timings[@]}"
@@ -153,7 +155,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || fail "apt-get install ${missing[*]} failed"
 fi
-for command in dockerd containerd runc docker-compose debootstrap jq curl "$docker_cli"; do
+for command in dockerd containerd runc docker-compose debootstrap jq curl python3 "$docker_cli"; do
   command -v "$command" >/dev/null || fail "$command is not on PATH after the install"
 done
 docker-compose version --short
@@ -167,6 +169,7 @@ flock -n 9 || {
   log "another run holds $state/lock; waiting up to 30 minutes"
   flock -w 1800 9 || fail "another compose-e2e run kept $state/lock for 30 minutes"
 }
+holds_lock=yes
 if [ -e "$run_dir/docker.pid" ] && kill -0 "$(cat "$run_dir/docker.pid")" 2>/dev/null; then
   fail "a dockerd of an earlier run (pid $(cat "$run_dir/docker.pid")) still serves $socket: stop it by its pid first"
 fi
