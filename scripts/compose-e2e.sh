@@ -126,8 +126,12 @@ teardown() {
     wait "$daemon_pid" 2>/dev/null
   fi
   [ -n "$scratch" ] && rm -rf "$scratch"
-  # The run directory is the lock holder's (another run's, while this one waits).
-  [ -n "$holds_lock" ] && rm -rf "$run_dir"
+  # The run directory is the lock holder's (another run's, while this one waits). A daemon that
+  # did not stop cleanly can leave its mounts there (the host's network namespace).
+  if [ -n "$holds_lock" ]; then
+    awk -v dir="$run_dir/" 'index($2, dir) == 1 {print $2}' /proc/mounts | sort -r | xargs -r umount
+    rm -rf "$run_dir" || { echo "compose-e2e: cannot remove $run_dir" >&2; [ "$status" -eq 0 ] && status=1; }
+  fi
   end_step
   log "step times:"
   printf '  %s\n' "${timings[@]}"
