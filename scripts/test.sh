@@ -61,3 +61,8 @@ cargo clippy --lib --bins --locked -- -D warnings
 cargo test --all-targets --locked
 # Doc tests are not part of --all-targets.
 cargo test --doc --locked
+
+# The deploy kit under a real Docker engine: deploy/Dockerfile built, deploy/docker-compose.yml up
+# with two controllers on PostgreSQL, the end-to-end suite against both and three faults (a private
+# dockerd and stand-in base images; deploy/README.md, "The test command's run under Docker").
+scripts/compose-e2e.sh

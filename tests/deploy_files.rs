@@ -1,10 +1,13 @@
-//! `deploy/` agrees with the code, since no Docker engine runs here to try it: every `CLOUDLY_*`
+//! `deploy/` agrees with the code (scripts/compose-e2e.sh runs it under Docker; these checks need
+//! no engine and name the line that drifted): every `CLOUDLY_*`
 //! variable the Dockerfile, the compose file, the systemd unit and the READMEs name is one the
 //! built binary's configuration accepts (read from `cloudly … --help` of `CARGO_BIN_EXE_cloudly`)
 //! or one the end-to-end suite's interface defines; the controllers' environment, run through
 //! `cloudly config`, listens on the port the files publish and health-check, with the shared keys
 //! directory they mount; the health path answers on a real process; the binary the image copies
-//! is the one cargo builds; and the compose file's `keys` command writes keys the binary loads.
+//! is the one cargo builds; the compose file's `keys` command writes keys the binary loads; the
+//! dependencies are compiled in layers of their own; both builders ignore the same files; the
+//! compose file suits Compose v1 and v2; and the systemd unit is sandboxed.
 
 #[macro_use]
 mod support;
@@ -21,6 +24,9 @@ const E2E_VARIABLES: [&str; 2] = ["CLOUDLY_E2E_URLS", "CLOUDLY_E2E_IDENTITY"];
 
 /// The port the image and the compose file serve on.
 const PORT: &str = "8080";
+
+/// The address the compose file publishes the controllers on, unless the operator sets another.
+const PUBLISH_ADDRESS: &str = "${PUBLISH_ADDRESS:-127.0.0.1}";
 
 /// The health path of the image's and the compose file's checks.
 const HEALTH_PATH: &str = "/readyz";
@@ -135,7 +141,8 @@ fn variable(service: &Value, name: &str) -> String {
         .1
 }
 
-/// A service's volume mounts as (source, target, read-only).
+/// A service's volume mounts as (source, target, read-only): `source:target[:ro]`, or the long
+/// syntax (a tmpfs has no source).
 fn mounts(service: &Value) -> Vec<(String, String, bool)> {
     service["volumes"]
         .as_sequence()
@@ -143,6 +150,9 @@ fn mounts(service: &Value) -> Vec<(String, String, bool)> {
             items
                 .iter()
                 .map(|item| {
+                    if item.is_mapping() {
+                        return (text(&item["source"]), text(&item["target"]), item["read_only"] == Value::Bool(true));
+                    }
                     let parts: Vec<String> = text(item).split(':').map(str::to_owned).collect();
                     (parts[0].clone(), parts[1].clone(), parts.get(2).is_some_and(|mode| mode == "ro"))
                 })
@@ -175,9 +185,15 @@ fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
 
     let documents =
         ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/systemd/cloudly.service", "deploy/README.md"];
+    // deploy/README.md also documents the settings of the test command's run under Docker.
+    let compose_run = read("scripts/compose-e2e.sh");
     for document in documents {
         for variable in variables_in(&read(document)) {
-            let known = accepted.all.contains(&variable) || E2E_VARIABLES.contains(&variable.as_str());
+            let known = accepted.all.contains(&variable)
+                || E2E_VARIABLES.contains(&variable.as_str())
+                || (document == "deploy/README.md"
+                    && variable.starts_with("CLOUDLY_COMPOSE_E2E_")
+                    && compose_run.contains(&format!("${{{variable}:-")));
             assert!(known, "{document} names {variable}, which cloudly does not read");
         }
     }
@@ -185,7 +201,10 @@ fn every_cloudly_variable_of_the_deploy_files_is_one_the_code_reads() {
     // `std::env` in `src/`), by the test command (`CLOUDLY_TEST_…`) or by the end-to-end suite
     // (`CLOUDLY_E2E_…`); every variable of `cloudly serve` is documented.
     let readme = read("README.md");
-    let test_command = read("scripts/test.sh") + &read("tests/support/database.rs") + &read("tests/e2e.rs");
+    let test_command = read("scripts/test.sh")
+        + &read("scripts/compose-e2e.sh")
+        + &read("tests/support/database.rs")
+        + &read("tests/e2e.rs");
     let source = source_text(&repository().join("src"));
     for variable in variables_in(&readme) {
         let read_by_source = source.contains(&format!("\"{variable}\""));
@@ -207,6 +226,10 @@ fn the_controllers_listen_where_the_files_publish_and_check_them_and_share_one_k
         assert_eq!(text(&controller["command"]), "serve", "{name} runs cloudly serve (the image's entrypoint)");
         let ports = text(&controller["ports"]);
         assert!(ports.ends_with(&format!(":{PORT}")), "{name} publishes the container's port {PORT}: {ports}");
+        assert!(
+            ports.starts_with(&format!("{PUBLISH_ADDRESS}:")),
+            "{name} publishes on 127.0.0.1 unless the operator sets an address: {ports}"
+        );
         let check = text(&controller["healthcheck"]["test"]);
         assert!(check.contains(&format!("127.0.0.1:{PORT}{HEALTH_PATH}")), "{name} checks {HEALTH_PATH}: {check}");
         assert_eq!(text(&controller["depends_on"]["postgres"]["condition"]), "service_healthy");
@@ -250,7 +273,12 @@ fn the_controllers_listen_where_the_files_publish_and_check_them_and_share_one_k
 
     let postgres = service(&compose, "postgres");
     let image = text(&postgres["image"]);
+    let image = image
+        .strip_prefix("${POSTGRES_IMAGE:-")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("the PostgreSQL image is ${{POSTGRES_IMAGE:-…}} (the test passes its own): {image}"));
     assert!(image.starts_with("postgres:") && !image.ends_with(":latest"), "PostgreSQL is pinned by tag: {image}");
+    assert!(postgres["ports"].is_null(), "PostgreSQL publishes no port (the host's 5432 stays free)");
     assert!(text(&postgres["healthcheck"]["test"]).contains("pg_isready"));
     assert!(
         mounts(postgres)
@@ -294,7 +322,7 @@ fn the_e2e_service_runs_the_suite_against_both_controllers_with_an_identity_of_t
     assert!(mounts(issuer).iter().any(|(source, target, _)| source == "cloudly-keys" && *target == keys_dir));
 
     let dockerfile = read("deploy/Dockerfile");
-    let stage = dockerfile.split("\nFROM ").find(|stage| stage.contains(" AS e2e")).expect("an e2e stage");
+    let stage = dockerfile.split("\nFROM ").find(|stage| stage.contains(" AS e2e\n")).expect("an e2e stage");
     assert!(stage.contains("--test e2e") && stage.contains("scripts/e2e.sh"), "{stage}");
 }
 
@@ -303,16 +331,33 @@ fn the_image_builds_the_binary_cargo_builds_and_runs_it_as_a_user_with_its_data_
     let dockerfile = read("deploy/Dockerfile");
     let binary = Path::new(env!("CARGO_BIN_EXE_cloudly")).file_name().unwrap().to_str().unwrap().to_owned();
     assert_eq!(binary, "cloudly");
-    let from: Vec<&str> = dockerfile.lines().filter(|line| line.starts_with("FROM ")).collect();
-    assert_eq!(from.len(), 3, "{from:?}");
-    for line in &from {
-        let image = line.split_whitespace().nth(1).unwrap();
-        assert!(image == "builder" || (image.contains(':') && !image.ends_with(":latest")), "pinned by tag: {line}");
+    // The base images are build arguments (the test command passes stand-ins), whose defaults are
+    // the official images, pinned by tag.
+    let argument = |name: &str| {
+        dockerfile
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("ARG {name}=… before the first FROM"))
+            .to_owned()
+    };
+    assert_eq!(argument("RUST_IMAGE"), "rust:1.95-bookworm");
+    assert_eq!(argument("RUNTIME_IMAGE"), "debian:bookworm-slim");
+    let stages: Vec<(&str, &str)> = dockerfile
+        .lines()
+        .filter_map(|line| line.strip_prefix("FROM "))
+        .map(|rest| rest.split_once(" AS ").unwrap_or_else(|| panic!("FROM {rest} names its stage")))
+        .collect();
+    for (index, (base, name)) in stages.iter().enumerate() {
+        let earlier = stages[..index].iter().any(|(_, stage)| stage == base);
+        assert!(earlier || ["${RUST_IMAGE}", "${RUNTIME_IMAGE}"].contains(base), "stage {name} is built FROM {base}");
     }
-    assert!(from[0].starts_with("FROM rust:") && from[2].starts_with("FROM debian:"), "{from:?}");
+    let runtime_stage = stages.last().unwrap();
+    assert_eq!(*runtime_stage, ("${RUNTIME_IMAGE}", "runtime"), "the runtime is the default (last) stage");
+    // The engine's built-in frontend builds the file offline: no `# syntax=` line to fetch one.
+    assert!(!dockerfile.lines().any(|line| line.trim_start().starts_with("# syntax")), "a # syntax line");
     assert!(dockerfile.contains(&format!("cargo build --release --locked --bin {binary}")));
     assert!(dockerfile.contains(&format!("COPY --from=builder /src/target/release/{binary} /usr/local/bin/{binary}")));
-    let runtime = &dockerfile[dockerfile.find(from[2]).unwrap()..];
+    let runtime = &dockerfile[dockerfile.find("FROM ${RUNTIME_IMAGE} AS runtime").unwrap()..];
     let user = runtime.lines().find_map(|line| line.strip_prefix("USER ")).expect("a USER");
     assert!(user != "root" && user != "0", "the runtime runs as {user}");
     assert!(runtime.contains("CLOUDLY_DATA_DIR=/var/lib/cloudly") && runtime.contains("VOLUME [\"/var/lib/cloudly\"]"));
@@ -377,4 +422,163 @@ fn the_keys_command_of_the_compose_file_writes_keys_the_binary_loads_and_only_on
     for role in cloudly::store::KeyRole::ALL {
         assert_eq!(first.key_id(role), again.key_id(role), "a second run replaces nothing");
     }
+}
+
+/// Every `include_str!`/`include_bytes!` of the `.rs` files under `dir`: (the file, the included
+/// path resolved against the file's directory).
+fn includes(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(includes(&path));
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+                for rest in text.split(macro_name).skip(1) {
+                    let relative = rest.split('"').next().unwrap();
+                    let mut resolved = path.parent().unwrap().to_path_buf();
+                    for component in Path::new(relative).components() {
+                        match component {
+                            std::path::Component::ParentDir => {
+                                resolved.pop();
+                            }
+                            other => resolved.push(other),
+                        }
+                    }
+                    found.push((path.clone(), resolved));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The text of stage `name` of the Dockerfile, from its FROM line to the next.
+fn stage(dockerfile: &str, name: &str) -> String {
+    let start = dockerfile
+        .lines()
+        .position(|line| line.starts_with("FROM ") && line.ends_with(&format!(" AS {name}")))
+        .unwrap_or_else(|| panic!("a stage {name}"));
+    let lines: Vec<&str> = dockerfile.lines().collect();
+    let end = (start + 1..lines.len()).find(|index| lines[*index].starts_with("FROM ")).unwrap_or(lines.len());
+    lines[start..end].join("\n")
+}
+
+#[test]
+fn the_dependencies_are_compiled_in_layers_that_depend_on_the_manifests_alone() {
+    let dockerfile = read("deploy/Dockerfile");
+    // `dependencies` copies Cargo.toml and Cargo.lock only, and compiles the release binary's
+    // dependencies against stub sources; `e2e-dependencies` does the same for the suite's.
+    let dependencies = stage(&dockerfile, "dependencies");
+    let copies: Vec<&str> = dependencies.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(copies, ["COPY Cargo.toml Cargo.lock ./"], "the dependencies layer copies the manifests alone");
+    assert!(dependencies.contains("cargo build --release --locked --bin cloudly"));
+    let e2e_dependencies = stage(&dockerfile, "e2e-dependencies");
+    assert!(e2e_dependencies.starts_with("FROM dependencies AS "));
+    assert!(!e2e_dependencies.contains("COPY "), "{e2e_dependencies}");
+    assert!(e2e_dependencies.contains("cargo test --release --locked --test e2e --no-run"));
+    // Then the source, and our crate compiled again (the copied files are older than the stubs):
+    // the binary from `src/` and the migrations it includes alone, the suite from the whole tree.
+    let builder = stage(&dockerfile, "builder");
+    assert!(builder.starts_with("FROM dependencies AS builder"), "{builder}");
+    let copies: Vec<&str> = builder.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(copies, ["COPY src src", "COPY migrations migrations"]);
+    assert!(builder.contains("touch src/lib.rs src/main.rs"), "{builder}");
+    // Every file src/ includes is under src/ or migrations/ (or, in unit tests, which the release
+    // build does not compile, tests/).
+    for (file, included) in includes(&repository().join("src")) {
+        let top = included.strip_prefix(repository()).ok().and_then(|path| path.components().next());
+        let top = top.map(|component| component.as_os_str().to_string_lossy().into_owned()).unwrap_or_default();
+        assert!(
+            ["src", "migrations", "tests"].contains(&top.as_str()),
+            "{} includes {}: copy its directory in the builder stage",
+            file.display(),
+            included.display()
+        );
+    }
+    let e2e = stage(&dockerfile, "e2e");
+    assert!(e2e.starts_with("FROM e2e-dependencies AS e2e"), "{e2e}");
+    let copies: Vec<&str> = e2e.lines().filter(|line| line.starts_with("COPY ")).collect();
+    assert_eq!(
+        copies,
+        [
+            "COPY src src",
+            "COPY migrations migrations",
+            "COPY tests tests",
+            "COPY deploy/examples deploy/examples",
+            "COPY scripts/e2e.sh scripts/e2e.sh"
+        ]
+    );
+    assert!(e2e.contains("touch src/lib.rs src/main.rs tests/e2e.rs"), "{e2e}");
+    // What the suite reads through CARGO_MANIFEST_DIR is among what the stage copies.
+    let suite = read("tests/e2e.rs") + &read("tests/support/mod.rs") + &read("tests/support/process.rs");
+    for path in suite.split("env!(\"CARGO_MANIFEST_DIR\")").skip(1) {
+        let path = path.split('"').nth(1).unwrap_or_default().trim_start_matches('/');
+        let copied = ["src", "migrations", "tests", "deploy/examples", "scripts/e2e.sh"];
+        assert!(path.is_empty() || copied.iter().any(|prefix| path.starts_with(prefix)), "the suite reads {path}");
+    }
+    // The stubs: one per `[[bench]]` of Cargo.toml, whose `name` the stage reads from the line after
+    // the table header.
+    let manifest = read("Cargo.toml");
+    let lines: Vec<&str> = manifest.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        if *line == "[[bench]]" {
+            let name = lines[index + 1].strip_prefix("name = \"").and_then(|rest| rest.strip_suffix('"'));
+            let name = name.unwrap_or_else(|| panic!("the line after [[bench]] is its name: {}", lines[index + 1]));
+            assert!(repository().join(format!("benches/{name}.rs")).exists(), "benches/{name}.rs");
+        }
+    }
+    assert!(dependencies.contains(r#"sed -n '/^\[\[bench\]\]/{n;s/^name = "\(.*\)"$/\1/p}' Cargo.toml"#));
+}
+
+#[test]
+fn both_builders_read_the_same_ignore_list_and_the_compose_file_suits_compose_v1_and_v2() {
+    let lines = |path: &str| -> Vec<String> {
+        read(path).lines().filter(|line| !line.starts_with('#') && !line.is_empty()).map(str::to_owned).collect()
+    };
+    let root = lines(".dockerignore");
+    assert_eq!(root, lines("deploy/Dockerfile.dockerignore"), "the classic builder's and BuildKit's ignore lists");
+    for ignored in ["target/", ".git/", "deploy/.env"] {
+        assert!(root.iter().any(|line| line == ignored), "{ignored} stays out of the build context");
+    }
+    // Compose v1 refuses a top-level `name`; the project name comes from deploy/.env.
+    let compose = compose();
+    let top: Vec<String> = compose.as_mapping().unwrap().keys().map(text).collect();
+    assert_eq!(top, ["services", "volumes"], "top-level keys");
+    assert!(read("deploy/.env").lines().any(|line| line == "COMPOSE_PROJECT_NAME=cloudly"));
+}
+
+#[test]
+fn the_systemd_unit_is_sandboxed_to_an_exposure_of_three_or_better() {
+    let unit = read("deploy/systemd/cloudly.service");
+    for directive in [
+        "CapabilityBoundingSet=\n",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateUsers=yes",
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+        "SystemCallFilter=@system-service",
+        "SystemCallArchitectures=native",
+        "MemoryDenyWriteExecute=yes",
+    ] {
+        assert!(unit.contains(directive), "the unit sets {directive}");
+    }
+    // systemd's own rating, where systemd-analyze exists (`--threshold=30`: exposure 3.0).
+    let analyze = Command::new("systemd-analyze").arg("--version").output();
+    if analyze.is_err() {
+        eprintln!("systemd-analyze is not installed: the unit's rating is not checked here");
+        return;
+    }
+    let scratch = Scratch::new("cloudly-deploy");
+    let copy = scratch.join("cloudly.service");
+    std::fs::write(&copy, &unit).unwrap();
+    let output = Command::new("systemd-analyze")
+        .args(["security", "--no-pager", "--offline=true", "--threshold=30"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    let overall = report.lines().find(|line| line.contains("Overall exposure level")).unwrap_or("no rating");
+    assert!(output.status.success(), "{overall}\n{}", String::from_utf8_lossy(&output.stderr));
 }
