@@ -23,7 +23,7 @@ const SKIPPED: &[(&str, &str)] = &[
     ("cargo", "the binary under test is built and first on PATH"),
     ("scripts/test.sh", "the test command is what runs this test"),
     ("scripts/e2e.sh", "tests/e2e.rs is a test target of its own"),
-    ("docker", "no Docker engine runs on the development machines; tests/deploy_files.rs checks the files"),
+    ("docker", "scripts/compose-e2e.sh runs the compose file under a Docker engine of its own"),
     ("sudo", "installing on the host is outside a test"),
     ("journalctl", "it follows a systemd unit's log until interrupted"),
 ];
