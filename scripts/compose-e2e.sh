@@ -505,11 +505,12 @@ designation_chain() { # url file
   done
 }
 designation_chain "$url_1" "$scratch/chain.json"
-# Generations 1, 2, … of one id, each linking the one before by reference.
-jq -e 'length > 0
+# Generations 1, 2, … of one id, each linking the one before by reference. (The chain is read as
+# a file, never passed as an argument: a long burst makes it larger than one argument may be.)
+jq -e '. as $chain | length > 0
   and all(to_entries[]; .value.generation == .key + 1 and .value.id == $chain[0].id)
   and all(range(1; length) as $i | .[$i]; .previous == ($chain[.generation - 2] | {id, generation, digest}))
-  and (.[0].previous == null)' --argjson chain "$(cat "$scratch/chain.json")" "$scratch/chain.json" >/dev/null \
+  and (.[0].previous == null)' "$scratch/chain.json" >/dev/null \
   || fail "the designation chain does not link: $(jq -c '[.[] | {generation, previous}]' "$scratch/chain.json" | head -c 600)"
 # Each is valid under the contract (its digest is its content's).
 mkdir -p "$scratch/chain"
@@ -525,8 +526,8 @@ for name in survivor victim; do
   for file in "$scratch/burst/$name"/*.status; do
     read -r status _ <"$file"
     [ "$status" = 0 ] || continue
-    jq -e --argjson chain "$(cat "$scratch/chain.json")" \
-      '.designation as $d | $chain[$d.generation - 1].digest == $d.digest' "${file%.status}.out" >/dev/null \
+    jq -e --slurpfile chain "$scratch/chain.json" \
+      '.designation as $d | $chain[0][$d.generation - 1].digest == $d.digest' "${file%.status}.out" >/dev/null \
       || fail "an accepted designation is not stored as answered: $(jq -c '.designation | {generation, digest}' "${file%.status}.out")"
   done
 done
