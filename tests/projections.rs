@@ -215,6 +215,17 @@ async fn fetch_new(follower: &mut Follower) -> Value {
     panic!("no new projection arrived")
 }
 
+/// The world with `node-1` following, once its projection grants all four routes and every
+/// background reconcile has settled.
+async fn settled_world(backend: Backend) -> (TestService, Follower) {
+    let service = world(backend).await;
+    let mut one = Follower::connect(&service, "node-1").await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    service.controller().all_assignments_settled().await;
+    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    (service, one)
+}
+
 /// Fetches until the projection satisfies `done` (each generation received is admitted).
 async fn fetch_until(follower: &mut Follower, done: impl Fn(&Value) -> bool) -> Value {
     for _ in 0..200 {
@@ -375,11 +386,7 @@ async fn delete_route_without_issuing(service: &TestService, hostname: &str) {
 }
 
 on_both_stores!(reads_answer_the_stored_head_and_the_sweep_repairs_a_missed_issue, |backend| async move {
-    let service = world(backend).await;
-    let mut one = Follower::connect(&service, "node-1").await;
-    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
-    service.controller().all_assignments_settled().await;
-    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    let (service, mut one) = settled_world(backend).await;
 
     // A read answers the stored head: it does not issue what a write left unissued.
     delete_route_without_issuing(&service, "b.example.com").await;
@@ -398,11 +405,7 @@ on_both_stores!(reads_answer_the_stored_head_and_the_sweep_repairs_a_missed_issu
 });
 
 on_both_stores!(a_current_known_is_answered_from_the_head_without_reading_the_record, |backend| async move {
-    let service = world(backend).await;
-    let mut one = Follower::connect(&service, "node-1").await;
-    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
-    service.controller().all_assignments_settled().await;
-    fetch_until(&mut one, |projection| grant_ids(projection).len() == 4).await;
+    let (service, mut one) = settled_world(backend).await;
     // The stored record made unreadable behind the store's back: a node whose `known` is current
     // is still answered (nothing new), since only the head is read for it.
     service.database.execute("UPDATE runtime_network_projections SET record = '{}' WHERE node_id = 'node-1'").await;
