@@ -133,8 +133,8 @@ pub enum DomainError {
     /// `internal-error` without detail.
     #[error("signing key unavailable")]
     SigningKeyUnavailable,
-    /// A failure of the controller itself (randomness, corrupt data); logged, answered as
-    /// `internal-error` without detail.
+    /// A failure of the controller itself (no randomness, a record it wrote that does not read
+    /// back); logged where it happens, answered as `internal-error` without detail.
     #[error("internal error")]
     Internal,
 }
