@@ -14,18 +14,22 @@
 //! [`AssignmentHeads`]: a head whose record fails its contract reader is an [`UnreadableHead`],
 //! described by the head's own columns, and the rest of the cluster reads on.
 
-use super::codec::{counter_to_sql, record_text};
+use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
+use super::designations::optional_designation_from_row;
 use super::dialect::Backend;
 use super::heads::{Head, Heads};
-use super::inventory::{StoredCluster, StoredNode, cluster_nodes, lock_reconcile, nodes_by_ids};
+use super::inventory::{
+    StoredCluster, StoredNode, cluster_from_row, cluster_nodes, lock_reconcile, nodes_by_ids, service_id_from_row,
+    service_spec_from_row, service_volume_from_row,
+};
 use super::network::{LeaseSet, LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
+use super::sql::{HoldsConnection, Row, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on, service_claim_heads_on};
-use super::{FactScope, SqlStore, StoreError, rows};
+use super::{FactScope, SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
-use crate::contract::network::RuntimeNetworkAddressPlan;
+use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId};
@@ -196,7 +200,7 @@ pub trait LockedAssignments: Send {
     async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
-/// The head generations with their records, as [`rows::assignment_head`] reads them; a statement
+/// The head generations with their records, as [`assignment_head_from_row`] reads them; a statement
 /// adds its `WHERE` and `ORDER BY`.
 fn heads(backend: Backend) -> String {
     let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature", "digest"]);
@@ -207,7 +211,7 @@ fn heads(backend: Backend) -> String {
     )
 }
 
-/// What a reconcile's facts read beside the cluster row, in one statement ([`rows::cluster_facts`]
+/// What a reconcile's facts read beside the cluster row, in one statement ([`cluster_facts_from_row`]
 /// reads it): the cluster's current designation, its current address plan (the highest
 /// revision) and protected authority (the highest generation), and whether it has a live lease
 /// and a storage claim head. No row: no such cluster.
@@ -256,13 +260,13 @@ async fn read_facts(
         .text(cluster_id.as_str())
         .fetch_optional(on)
         .await?
-        .map(|row| rows::cluster(&row))
+        .map(|row| cluster_from_row(&row))
         .transpose()?;
     let facts = Statement::new(CLUSTER_FACTS)
         .text(cluster_id.as_str())
         .fetch_optional(on)
         .await?
-        .map(|row| rows::cluster_facts(&row))
+        .map(|row| cluster_facts_from_row(&row))
         .transpose()?
         .unwrap_or_default();
     let bytewise = backend.bytewise();
@@ -293,9 +297,9 @@ async fn read_facts(
             )
         }
     };
-    let mut services = service_rows.iter().map(rows::service_spec).collect::<Result<Vec<_>, _>>()?;
+    let mut services = service_rows.iter().map(service_spec_from_row).collect::<Result<Vec<_>, _>>()?;
     services.sort_by(|left, right| compare_bytes(left.body.service_id.as_str(), right.body.service_id.as_str()));
-    let heads = AssignmentHeads::from_rows(&head_rows, rows::assignment_head)?;
+    let heads = AssignmentHeads::from_rows(&head_rows, assignment_head_from_row)?;
     let (nodes, declarer_rows) = match scope {
         FactScope::Cluster => (
             cluster_nodes(on, backend, cluster_id).await?,
@@ -330,7 +334,7 @@ async fn read_facts(
     };
     let mut volume_declarers: BTreeMap<Id, Vec<Id>> = BTreeMap::new();
     for row in &declarer_rows {
-        let (volume_id, service_id) = rows::service_volume(row)?;
+        let (volume_id, service_id) = service_volume_from_row(row)?;
         volume_declarers.entry(volume_id).or_default().push(service_id);
     }
     let leases =
@@ -645,7 +649,7 @@ impl AssignmentStore for SqlStore {
             &ids,
         )
         .await?;
-        rows.iter().map(rows::service_id).collect()
+        rows.iter().map(service_id_from_row).collect()
     }
 
     async fn services_on_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<BTreeSet<Id>, StoreError> {
@@ -658,7 +662,7 @@ impl AssignmentStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::service_id)
+        .map(service_id_from_row)
         .collect()
     }
 
@@ -673,7 +677,7 @@ impl AssignmentStore for SqlStore {
             .text(node_id.as_str())
             .fetch_all(&mut self.pool.connection().await?)
             .await?,
-            rows::assignment_head,
+            assignment_head_from_row,
         )
     }
 
@@ -694,7 +698,55 @@ impl AssignmentStore for SqlStore {
         .integer(counter_to_sql(generation, "assignment generation")?)
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::assignment(&row))
+        .map(|row| assignment_from_row(&row))
         .transpose()
     }
+}
+
+/// A cluster's facts beside its row (`sessions.rs`, `CLUSTER_FACTS`): `designation` (NULL:
+/// none), `plan` and `authority` (NULL: no plan), `live_leases`, `claims`. A plan whose protected
+/// authority is missing or does not read back is [`StoreError::Corrupt`].
+pub(crate) fn cluster_facts_from_row(row: &Row) -> Result<ClusterFacts, StoreError> {
+    let designation = optional_designation_from_row(row, "designation")?;
+    let plan = row.optional_text("plan")?.map(|text| read_digested(&text, "address plan")).transpose()?;
+    if plan.is_some() {
+        let authority = row
+            .optional_text("authority")?
+            .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
+        read_digested::<RuntimeNetworkProtectedAuthority>(&authority, "protected authority")?;
+    }
+    Ok(ClusterFacts { designation, plan, live_leases: row.boolean("live_leases")?, claims: row.boolean("claims")? })
+}
+
+/// A signed assignment generation: `record` (the payload, read through the contract's snapshot
+/// with its digest checked) and `signature` (the signature block).
+pub(crate) fn signed_assignment_from_row(row: &Row) -> Result<Signed<RuntimeAssignment>, StoreError> {
+    read_signed_assignment(&row.text("record")?, &row.text("signature")?)
+}
+
+/// A stored assignment generation: [`signed_assignment_from_row`]'s columns and `active`.
+pub(crate) fn assignment_from_row(row: &Row) -> Result<StoredAssignment, StoreError> {
+    Ok(StoredAssignment { signed: signed_assignment_from_row(row)?, active: row.boolean("active")? })
+}
+
+/// A head assignment generation: [`assignment_from_row`]'s columns, or, when those do not read back, what
+/// the head's own columns say of it (`assignment_id`, `head_generation`, `digest`, `node_id`,
+/// `service_id`, `active`), so that one unreadable record affects only itself.
+pub(crate) fn assignment_head_from_row(row: &Row) -> Result<Result<StoredAssignment, UnreadableHead>, StoreError> {
+    let problem = match assignment_from_row(row) {
+        Ok(stored) => return Ok(Ok(stored)),
+        Err(StoreError::Corrupt(problem)) => problem,
+        Err(error) => return Err(error),
+    };
+    Ok(Err(UnreadableHead {
+        reference: AuthorityReference {
+            id: row.id("assignment_id", "assignment id")?,
+            generation: row.counter("head_generation", "assignment generation")?,
+            digest: row.digest("digest", "assignment digest")?,
+        },
+        node_id: row.node_id("node_id", "assignment node id")?,
+        service_id: row.id("service_id", "assignment service id")?,
+        active: row.boolean("active")?,
+        problem,
+    }))
 }

@@ -7,14 +7,15 @@
 //! (each cluster's current records) is small, and clearing keeps the bound obvious.
 
 use super::StoreError;
+use crate::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use crate::contract::designation::{ClusterIngressDesignation, RuntimePhase, snapshot_cluster_ingress_designation};
 use crate::contract::inventory::{
     ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody, parse_cluster, parse_node,
     parse_organization, parse_service_spec_body,
 };
-use crate::contract::json::MAX_SAFE_INTEGER;
-use crate::contract::json::{canonical, parse_record_text};
+use crate::contract::json::{MAX_SAFE_INTEGER, canonical, parse_record_text};
 use crate::contract::kind::compute_digest;
+use crate::contract::signing::{ALGORITHM, SignatureBlock, Signed};
 use crate::contract::{DigestedRecord, Id};
 use serde::Serialize;
 use serde_json::Value;
@@ -218,4 +219,32 @@ pub(crate) fn read_digested<T: DigestedRecord>(text: &str, what: &str) -> Result
 /// A stored 32-byte hash.
 pub(crate) fn hash_from_sql(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(bytes).map_err(|_| StoreError::Corrupt(format!("stored {what} is not 32 bytes")))
+}
+
+/// A signed record of kind `T` from its stored `record` text (the payload, read through
+/// `snapshot` with its digest checked) and `signature` text (the signature block).
+pub(crate) fn read_signed<T: DigestedRecord>(
+    record: &str,
+    signature: &str,
+    kind: &str,
+    snapshot: impl FnOnce(&Value) -> Option<T>,
+) -> Result<Signed<T>, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("stored {kind} {what}"));
+    let value = parse_record_text(record).map_err(|_| corrupt("breaks the raw-text rules"))?;
+    let payload = snapshot(&value).ok_or_else(|| corrupt("does not read back"))?;
+    if payload.compute_digest() != *payload.stated_digest() {
+        return Err(corrupt("digest does not match"));
+    }
+    let block: Value = serde_json::from_str(signature).map_err(|_| corrupt("signature is not JSON"))?;
+    let text = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_owned);
+    let (Some(key_id), Some(ALGORITHM), Some(value)) = (text("keyId"), text("algorithm").as_deref(), text("value"))
+    else {
+        return Err(corrupt("signature does not read back"));
+    };
+    Ok(Signed { payload, signature: SignatureBlock { key_id, algorithm: ALGORITHM, value } })
+}
+
+/// A signed assignment generation from its stored `record` and `signature` texts.
+pub(crate) fn read_signed_assignment(record: &str, signature: &str) -> Result<Signed<RuntimeAssignment>, StoreError> {
+    read_signed(record, signature, "runtime assignment", |value| snapshot_runtime_assignment(value).ok())
 }

@@ -29,11 +29,13 @@
 //! indexes starting with `cluster_id`, a planner whose statistics date from a small table scanned
 //! every generation of the cluster (docs/benchmarks.md).
 
-use super::codec::{counter_to_sql, mutation_key, record_text, remember_written_designation};
+use super::codec::{
+    counter_to_sql, mutation_key, read_designation, read_service_spec, record_text, remember_written_designation,
+};
 use super::dialect::Backend;
-use super::inventory::{StoredCluster, lock_cluster};
-use super::sql::{HoldsConnection, Statement, Transaction};
-use super::{SqlStore, StoreError, rows};
+use super::inventory::{StoredCluster, cluster_from_row, lock_cluster};
+use super::sql::{HoldsConnection, Row, Statement, Transaction};
+use super::{SqlStore, StoreError};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::{DigestedRecord as _, Id};
@@ -201,7 +203,7 @@ pub trait LockedDesignation: Send {
 const CLUSTER_DESIGNATION_SQL: &str = "SELECT (SELECT d.record FROM ingress_designations d \
      WHERE d.cluster_id = c.id AND d.generation = c.designation_generation) AS record FROM clusters c WHERE c.id = $1";
 
-/// Every fact of a designation in one statement (see [`rows::designation_snapshot`]); `$3` is
+/// Every fact of a designation in one statement (see [`designation_snapshot_from_row`]); `$3` is
 /// the mutation key. The current designation is the subquery of [`CLUSTER_DESIGNATION_SQL`].
 const DESIGNATION_FACTS_SQL: &str = "SELECT c.record, c.revision, c.facts_version, \
        EXISTS (SELECT 1 FROM ingress_designations m WHERE m.mutation_key = $3) AS recorded, \
@@ -242,7 +244,7 @@ async fn read_snapshot(
         .text(&key)
         .fetch_one(on)
         .await?;
-    rows::designation_snapshot(cluster_id, service_id, mutation_id, &row)
+    designation_snapshot_from_row(cluster_id, service_id, mutation_id, &row)
 }
 
 /// The cluster's current designation (`Some(None)`: it holds none), or `None` when there is no
@@ -252,7 +254,7 @@ pub(crate) async fn cluster_designation_on(
     cluster_id: &Id,
 ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
     let row = Statement::new(CLUSTER_DESIGNATION_SQL).text(cluster_id.as_str()).fetch_optional(on).await?;
-    row.map(|row| rows::optional_designation(&row, "record")).transpose()
+    row.map(|row| optional_designation_from_row(&row, "record")).transpose()
 }
 
 /// Checks that `write` is the next generation of the snapshot's chain for its service and
@@ -474,7 +476,7 @@ impl DesignationStore for SqlStore {
         .text(&mutation_key(cluster_id, mutation_id))
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::recorded_mutation(&row))
+        .map(|row| recorded_mutation_from_row(&row))
         .transpose()
     }
 
@@ -505,7 +507,7 @@ impl DesignationStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(|row| rows::designation(row, "record"))
+        .map(|row| designation_from_row(row, "record"))
         .collect()
     }
 
@@ -517,7 +519,86 @@ impl DesignationStore for SqlStore {
         .text(secret_version_id.as_str())
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::sealed_secret(secret_id, secret_version_id, &row))
+        .map(|row| sealed_secret_from_row(secret_id, secret_version_id, &row))
         .transpose()
     }
+}
+
+/// A designation in column `column`.
+pub(crate) fn designation_from_row(row: &Row, column: &str) -> Result<ClusterIngressDesignation, StoreError> {
+    read_designation(&row.text(column)?)
+}
+
+/// A designation in the nullable column `column`.
+pub(crate) fn optional_designation_from_row(
+    row: &Row,
+    column: &str,
+) -> Result<Option<ClusterIngressDesignation>, StoreError> {
+    row.optional_text(column)?.map(|text| read_designation(&text)).transpose()
+}
+
+/// The facts of a designation (see `designations.rs`, `DESIGNATION_FACTS_SQL`): `record` and
+/// `revision` of the cluster (NULL: no such cluster), `facts_version`, `recorded`, `spec_body`
+/// and `spec_revision` (NULL: no such service), `designation` (NULL: none).
+pub(crate) fn designation_snapshot_from_row(
+    cluster_id: &Id,
+    service_id: &Id,
+    mutation_id: &Id,
+    row: &Row,
+) -> Result<DesignationSnapshot, StoreError> {
+    let mut snapshot = DesignationSnapshot {
+        cluster_id: cluster_id.clone(),
+        service_id: service_id.clone(),
+        mutation_id: mutation_id.clone(),
+        cluster: None,
+        service: None,
+        current: None,
+        mutation_recorded: false,
+        facts_version: 0,
+    };
+    if row.optional_text("record")?.is_none() {
+        return Ok(snapshot);
+    }
+    snapshot.cluster = Some(cluster_from_row(row)?);
+    snapshot.service = match (row.optional_text("spec_body")?, row.optional_integer("spec_revision")?) {
+        (Some(body), Some(revision)) => Some(read_service_spec(&body, revision)?),
+        _ => None,
+    };
+    snapshot.current = optional_designation_from_row(row, "designation")?;
+    snapshot.mutation_recorded = row.boolean("recorded")?;
+    snapshot.facts_version = row.integer("facts_version")?;
+    Ok(snapshot)
+}
+
+/// A recorded designation mutation: `request_canonical`, `record`, and the spec it was prepared
+/// against, `body` and `revision` (NULL when that revision is missing, which is corrupt).
+pub(crate) fn recorded_mutation_from_row(row: &Row) -> Result<RecordedMutation, StoreError> {
+    let (Some(body), Some(revision)) = (row.optional_text("body")?, row.optional_integer("revision")?) else {
+        return Err(StoreError::Corrupt("a recorded designation names a missing spec revision".into()));
+    };
+    Ok(RecordedMutation {
+        request_canonical: row.text("request_canonical")?,
+        designation: designation_from_row(row, "record")?,
+        spec: read_service_spec(&body, revision)?,
+    })
+}
+
+/// A sealed secret version: `nonce`, `ciphertext`, `value_hash`.
+pub(crate) fn sealed_secret_from_row(
+    secret_id: &Id,
+    secret_version_id: &Id,
+    row: &Row,
+) -> Result<SealedSecret, StoreError> {
+    Ok(SealedSecret {
+        secret_id: secret_id.clone(),
+        secret_version_id: secret_version_id.clone(),
+        nonce: row.bytes("nonce")?,
+        ciphertext: row.bytes("ciphertext")?,
+        value_hash: row.hash("value_hash", "secret value hash")?,
+    })
+}
+
+/// The SHA-256 of a secret version's value: `value_hash`.
+pub(crate) fn secret_hash_from_row(row: &Row) -> Result<[u8; 32], StoreError> {
+    row.hash("value_hash", "secret value hash")
 }

@@ -22,8 +22,9 @@
 //! (`PutOutcome::DesignationKindConflict`): the fleet reference is stored only to keep the two
 //! kinds apart, since this controller does not run the fleet-cutover flow.
 
-use super::sql::{HoldsConnection, Statement, Transaction, placeholder_rows};
-use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
+use super::codec::{read_cluster, read_node, read_organization, read_service_spec};
+use super::sql::{HoldsConnection, Row, Statement, Transaction, placeholder_rows};
+use super::{MissingKind, PutOutcome, SqlStore, StoreError};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::reader::compare_bytes;
 use crate::contract::{Id, NodeId};
@@ -145,7 +146,7 @@ pub(crate) async fn lock_cluster(
         .text(cluster_id.as_str())
         .fetch_optional(transaction)
         .await?
-        .map(|row| rows::cluster(&row))
+        .map(|row| cluster_from_row(&row))
         .transpose()
 }
 
@@ -212,7 +213,7 @@ pub(crate) async fn cluster_nodes(
     .fetch_all(on)
     .await?
     .iter()
-    .map(|row| rows::node(cluster_id, row))
+    .map(|row| node_from_row(cluster_id, row))
     .collect()
 }
 
@@ -230,7 +231,7 @@ pub(crate) async fn nodes_by_ids(
         node_ids,
     )
     .await?;
-    let mut nodes = rows.iter().map(|row| rows::node(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
+    let mut nodes = rows.iter().map(|row| node_from_row(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
     nodes.sort_by(|left, right| compare_bytes(left.node.id.as_str(), right.node.id.as_str()));
     Ok(nodes)
 }
@@ -246,7 +247,7 @@ async fn service_head(
         .text(service_id.as_str())
         .fetch_optional(on)
         .await?
-        .map(|row| rows::service_head(&row))
+        .map(|row| service_head_from_row(&row))
         .transpose()
 }
 
@@ -320,7 +321,7 @@ impl InventoryStore for SqlStore {
         .text(&record_text(organization, "organization")?)
         .fetch_one(&mut self.pool.connection().await?)
         .await?;
-        rows::organization(&row)
+        organization_from_row(&row)
     }
 
     async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError> {
@@ -328,7 +329,7 @@ impl InventoryStore for SqlStore {
             .text(id.as_str())
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::organization(&row))
+            .map(|row| organization_from_row(&row))
             .transpose()
     }
 
@@ -434,7 +435,7 @@ impl InventoryStore for SqlStore {
             .text(id.as_str())
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::cluster(&row))
+            .map(|row| cluster_from_row(&row))
             .transpose()
     }
 
@@ -446,7 +447,7 @@ impl InventoryStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::cluster)
+        .map(cluster_from_row)
         .collect()
     }
 
@@ -485,7 +486,7 @@ impl InventoryStore for SqlStore {
                 (bearer_hash, 1, true)
             }
             Some(row) => {
-                let (current_hash, current_revision) = rows::node_credential(&row)?;
+                let (current_hash, current_revision) = node_credential_from_row(&row)?;
                 let bearer_hash = new_bearer_hash.unwrap_or(current_hash);
                 let revision = current_revision + 1;
                 Statement::new(
@@ -513,7 +514,7 @@ impl InventoryStore for SqlStore {
             .text(node_id.as_str())
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::node(cluster_id, &row))
+            .map(|row| node_from_row(cluster_id, &row))
             .transpose()
     }
 
@@ -612,7 +613,7 @@ impl InventoryStore for SqlStore {
         statement
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::service_spec(&row))
+            .map(|row| service_spec_from_row(&row))
             .transpose()
     }
 
@@ -649,4 +650,55 @@ impl InventoryStore for SqlStore {
         transaction.rollback().await?;
         Ok(outcome)
     }
+}
+
+/// An organization: `record`, `revision`.
+pub(crate) fn organization_from_row(row: &Row) -> Result<StoredOrganization, StoreError> {
+    Ok(StoredOrganization {
+        organization: read_organization(&row.text("record")?)?,
+        revision: row.counter("revision", "organization revision")?,
+    })
+}
+
+/// A cluster: `record`, `revision`.
+pub(crate) fn cluster_from_row(row: &Row) -> Result<StoredCluster, StoreError> {
+    Ok(StoredCluster {
+        cluster: read_cluster(&row.text("record")?)?,
+        revision: row.counter("revision", "cluster revision")?,
+    })
+}
+
+/// A node of `cluster_id`: `record`, `bearer_hash`, `revision`.
+pub(crate) fn node_from_row(cluster_id: &Id, row: &Row) -> Result<StoredNode, StoreError> {
+    Ok(StoredNode {
+        cluster_id: cluster_id.clone(),
+        node: read_node(&row.text("record")?)?,
+        bearer_hash: row.hash("bearer_hash", "node bearer hash")?,
+        revision: row.counter("revision", "node revision")?,
+    })
+}
+
+/// A node's bearer hash and revision: `bearer_hash`, `revision`.
+pub(crate) fn node_credential_from_row(row: &Row) -> Result<([u8; 32], u64), StoreError> {
+    Ok((row.hash("bearer_hash", "node bearer hash")?, row.counter("revision", "node revision")?))
+}
+
+/// The head of a service: `current_revision`, `deleted`.
+pub(crate) fn service_head_from_row(row: &Row) -> Result<(u64, bool), StoreError> {
+    Ok((row.counter("current_revision", "service revision")?, row.boolean("deleted")?))
+}
+
+/// A service spec: `body`, `revision`.
+pub(crate) fn service_spec_from_row(row: &Row) -> Result<ServiceRuntimeSpec, StoreError> {
+    read_service_spec(&row.text("body")?, row.integer("revision")?)
+}
+
+/// A row's `service_id`.
+pub(crate) fn service_id_from_row(row: &Row) -> Result<Id, StoreError> {
+    row.id("service_id", "service id")
+}
+
+/// A row of `service_volumes`: `volume_id`, `service_id`.
+pub(crate) fn service_volume_from_row(row: &Row) -> Result<(Id, Id), StoreError> {
+    Ok((row.id("volume_id", "volume id")?, row.id("service_id", "service id")?))
 }

@@ -17,10 +17,10 @@
 //! public key of each Ed25519 key is recorded beside its id (never a private key), so a retired
 //! signing key stays listed by `getControllerSigningKeys` after its private key is gone.
 
-use super::codec::counter_to_sql;
-use super::sql::{HoldsConnection, Statement};
-use super::{SqlStore, StoreError, rows};
-use crate::contract::signing::encode_public_key;
+use super::codec::{counter_from_sql, counter_to_sql};
+use super::sql::{HoldsConnection, Row, Statement};
+use super::{SqlStore, StoreError};
+use crate::contract::signing::{decode_public_key, encode_public_key, key_id as signing_key_id};
 use async_trait::async_trait;
 use ed25519_dalek::VerifyingKey;
 
@@ -120,7 +120,7 @@ pub trait KeyRecordStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 }
 
-/// The columns [`rows::key_record`] reads.
+/// The columns [`key_record_from_row`] reads.
 const KEY_RECORD_COLUMNS: &str = "role, key_id, recorded_at, retired_at, public_key";
 
 /// The key in use of each role, in role order, on `on`.
@@ -131,7 +131,7 @@ async fn recorded_keys_on(on: &mut impl HoldsConnection) -> Result<Vec<KeyRecord
     .fetch_all(on)
     .await?
     .iter()
-    .map(rows::key_record)
+    .map(key_record_from_row)
     .collect::<Result<Vec<_>, _>>()?;
     records.sort_by_key(|record| record.role);
     Ok(records)
@@ -239,7 +239,7 @@ impl KeyRecordStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::key_record)
+        .map(key_record_from_row)
         .collect()
     }
 
@@ -296,4 +296,33 @@ impl KeyRecordStore for SqlStore {
         transaction.commit().await?;
         Ok(true)
     }
+}
+
+/// A recorded controller key: `role`, `key_id`, `recorded_at`, `retired_at`, `public_key` (which
+/// must be an Ed25519 public key whose id is `key_id`).
+pub(crate) fn key_record_from_row(row: &Row) -> Result<KeyRecord, StoreError> {
+    let role = row.text("role")?;
+    let role =
+        KeyRole::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("stored key role {role:?} is unknown")))?;
+    let key_id = row.text("key_id")?;
+    if key_id.is_empty() {
+        return Err(StoreError::Corrupt(format!("stored {role} key id is empty")));
+    }
+    let public_key = match row.optional_text("public_key")? {
+        None => None,
+        Some(text) => {
+            Some(decode_public_key(&text).filter(|public_key| signing_key_id(public_key) == key_id).ok_or_else(
+                || StoreError::Corrupt(format!("stored public key of {role} key {key_id} is not that key")),
+            )?)
+        }
+    };
+    let retired_at_ms =
+        row.optional_integer("retired_at")?.map(|at| counter_from_sql(at, "key retirement time")).transpose()?;
+    Ok(KeyRecord {
+        role,
+        key_id,
+        recorded_at_ms: row.counter("recorded_at", "key record time")?,
+        public_key,
+        retired_at_ms,
+    })
 }

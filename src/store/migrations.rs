@@ -9,8 +9,7 @@
 
 use super::StoreError;
 use super::dialect::Backend;
-use super::rows;
-use super::sql::{Pool, Statement};
+use super::sql::{Pool, Row, Statement};
 use sqlx::SqlSafeStr as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
@@ -197,7 +196,7 @@ pub(crate) async fn is_ready(pool: &Pool) -> Result<bool, StoreError> {
         .fetch_all(&mut connection)
         .await?
         .iter()
-        .map(rows::applied_migration)
+        .map(applied_migration_from_row)
         .collect::<Result<Vec<_>, _>>()?;
     let all_applied = migrations(pool.backend()).iter().all(|expected| {
         applied
@@ -213,4 +212,13 @@ pub(crate) async fn is_ready(pool: &Pool) -> Result<bool, StoreError> {
         return Err(StoreError::Corrupt("the store_heartbeat row is missing".into()));
     }
     Ok(true)
+}
+
+/// One row of sqlx's `_sqlx_migrations`: `version`, `success`, `checksum`.
+pub(crate) fn applied_migration_from_row(row: &Row) -> Result<AppliedMigration, StoreError> {
+    Ok(AppliedMigration {
+        version: row.integer("version")?,
+        success: row.boolean("success")?,
+        checksum: row.bytes("checksum")?,
+    })
 }

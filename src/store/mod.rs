@@ -7,7 +7,7 @@
 //! **Architecture invariant: only this module knows SQL.** Queries are runtime queries, so no
 //! build needs a live database. Every statement is written once for both backends (`sql.rs`);
 //! where the dialects differ, a statement asks its [`Backend`] (`dialect.rs`). Every record's row
-//! reader is in `rows.rs`; a statement that answers one plain column (a flag, a count, a tag)
+//! reader (`*_from_row`) is next to the feature that owns the record; a statement that answers one plain column (a flag, a count, a tag)
 //! reads it where it runs. Both backends pass one conformance suite (`tests/store_conformance.rs`).
 //!
 //! **Architecture invariant: the store stores; it does not judge.** It reads facts and writes
@@ -37,7 +37,6 @@ pub mod projections;
 pub mod registrations;
 pub mod relays;
 mod retention;
-mod rows;
 pub mod service_status;
 pub mod sessions;
 pub mod signals;
@@ -61,11 +60,21 @@ pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::SessionStore;
 pub use signals::{ChangeKind, Signal, SignalStore, SignalSubscription};
-pub use sql::PoolStatus;
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
 pub use storage_claims::StorageClaimStore;
 
 /// Why the store could not answer. The detail is for the log, never for a caller.
+/// How many connections a pool holds now and may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStatus {
+    /// Connections checked out (a statement or a transaction runs on them).
+    pub in_use: usize,
+    /// Open connections waiting in the pool.
+    pub idle: usize,
+    /// The most connections the pool opens.
+    pub max: usize,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database did not answer or failed the statement.

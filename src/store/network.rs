@@ -23,10 +23,10 @@
 //! this process keeps the set it made under its new tag, so only another process's write makes
 //! a reader parse the records again.
 
-use super::codec::{counter_to_sql, record_text};
+use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::inventory::lock_reconcile;
-use super::sql::{HoldsConnection, Statement, Transaction, backend_of, head_record, placeholder_rows};
-use super::{FactScope, SqlStore, StoreError, rows};
+use super::sql::{HoldsConnection, Row, Statement, Transaction, backend_of, head_record, placeholder_rows};
+use super::{FactScope, SqlStore, StoreError};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
 use crate::contract::{DigestedRecord as _, Id, NodeId};
@@ -155,7 +155,7 @@ pub(crate) async fn current_plan(
     .text(cluster_id.as_str())
     .fetch_optional(on)
     .await?
-    .map(|row| rows::address_plan(&row))
+    .map(|row| address_plan_from_row(&row))
     .transpose()?;
     let Some(plan) = plan else { return Ok(None) };
     let authority = Statement::new(
@@ -165,7 +165,7 @@ pub(crate) async fn current_plan(
     .text(cluster_id.as_str())
     .fetch_optional(on)
     .await?
-    .map(|row| rows::protected_authority(&row))
+    .map(|row| protected_authority_from_row(&row))
     .transpose()?
     .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
     Ok(Some(StoredNetworkPlan { plan, authority }))
@@ -266,7 +266,7 @@ pub(crate) async fn live_lease_set_on(on: &mut impl HoldsConnection, cluster_id:
     .text(cluster_id.as_str())
     .fetch_all(on)
     .await?;
-    let mut leases = rows.iter().map(|row| rows::network_lease(row).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+    let mut leases = rows.iter().map(|row| network_lease_from_row(row).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
     leases.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
     let leases = Arc::new(leases);
     if let Some(row) = rows.first()
@@ -353,7 +353,7 @@ pub(crate) async fn referenced_leases_on(
         }
         let mut kept: HashMap<(Id, u64), RuntimeNetworkLease> = HashMap::new();
         for row in statement.fetch_all(on).await? {
-            let lease = rows::network_lease(&row)?;
+            let lease = network_lease_from_row(&row)?;
             kept.insert((lease.id.clone(), lease.generation), lease);
         }
         for index in chunk {
@@ -398,7 +398,7 @@ async fn lease_facts_on(
     let mut holders = rows
         .iter()
         .map(|row| {
-            let assignment = rows::assignment(row)?.signed.payload;
+            let assignment = read_signed_assignment(&row.text("record")?, &row.text("signature")?)?.payload;
             Ok(LeaseHolder {
                 assignment_id: assignment.id,
                 organization_id: assignment.organization_id,
@@ -712,7 +712,7 @@ impl NetworkStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::network_lease)
+        .map(network_lease_from_row)
         .collect()
     }
 
@@ -725,4 +725,19 @@ impl NetworkStore for SqlStore {
         let current = current_plan(&mut transaction, cluster_id).await?;
         Ok(Some(Box::new(LockedSqlNetwork { transaction, cluster_id: cluster_id.clone(), current })))
     }
+}
+
+/// An address plan revision: `record`.
+pub(crate) fn address_plan_from_row(row: &Row) -> Result<RuntimeNetworkAddressPlan, StoreError> {
+    read_digested(&row.text("record")?, "address plan")
+}
+
+/// A protected authority generation: `record`.
+pub(crate) fn protected_authority_from_row(row: &Row) -> Result<RuntimeNetworkProtectedAuthority, StoreError> {
+    read_digested(&row.text("record")?, "protected authority")
+}
+
+/// A lease generation: `record`.
+pub(crate) fn network_lease_from_row(row: &Row) -> Result<RuntimeNetworkLease, StoreError> {
+    read_digested(&row.text("record")?, "runtime network lease")
 }

@@ -19,19 +19,19 @@
 //! from the kept generations of a lease that moved on ([`referenced_leases_on`]), and checks the
 //! record's digest.
 
-use super::codec::{counter_to_sql, record_text};
+use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_reconcile, nodes_by_ids};
 use super::network::{LeaseSet, StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
-use super::sql::{HoldsConnection, Statement, Transaction, rows_by_ids};
-use super::{Backend, SqlStore, StoreError, rows};
+use super::sql::{HoldsConnection, Row, Statement, Transaction, rows_by_ids};
+use super::{Backend, SqlStore, StoreError};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
-use crate::contract::network::RuntimeNetworkProjection;
+use crate::contract::network::{ProjectionEndpoint, RuntimeNetworkLease, RuntimeNetworkProjection};
 use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
-use crate::contract::{AuthorityReference, Id, NodeId, Protocol};
+use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol, Sha256Digest};
 use async_trait::async_trait;
 use std::collections::BTreeSet;
 
@@ -207,7 +207,7 @@ async fn projection_facts_on(
     let leases = live_lease_set_on(on, cluster_id).await?;
     let routes = table_routes(on, backend, cluster_id).await?;
     let designation = cluster_designation_on(on, cluster_id).await?.flatten();
-    let mut heads = head_rows.iter().map(rows::projection_head).collect::<Result<Vec<_>, _>>()?;
+    let mut heads = head_rows.iter().map(projection_head_from_row).collect::<Result<Vec<_>, _>>()?;
     heads.sort_by(|left, right| compare_bytes(left.node_id.as_str(), right.node_id.as_str()));
     Ok(ProjectionFacts { plan, nodes, leases, routes, designation, heads })
 }
@@ -233,11 +233,11 @@ async fn node_projection_on(
     else {
         return Ok(None);
     };
-    let endpoints = match rows::endpoint_references(&row)? {
+    let endpoints = match endpoint_references_from_row(&row)? {
         Some(references) => Some(referenced_leases_on(on, cluster_id, &references).await?),
         None => None,
     };
-    rows::stored_projection(&row, endpoints).map(Some)
+    stored_projection_from_row(&row, endpoints).map(Some)
 }
 
 /// Writes one issued generation as its node's head.
@@ -370,7 +370,7 @@ impl LockedProjections for SqlLockedProjections {
             .fetch_all(&mut self.transaction)
             .await?
         {
-            granted.extend(rows::granted_destinations(&row)?);
+            granted.extend(granted_destinations_from_row(&row)?);
         }
         Ok(granted)
     }
@@ -438,7 +438,7 @@ impl ProjectionStore for SqlStore {
         .text(node_id.as_str())
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::projection_reference(&row))
+        .map(|row| projection_reference_from_row(&row))
         .transpose()
     }
 
@@ -483,4 +483,96 @@ impl ProjectionStore for SqlStore {
         .await?;
         Ok(AppliedOutcome::Recorded)
     }
+}
+
+/// The `granted` column of a projection head: a JSON array of `[leaseId, protocol, port]`.
+pub(crate) fn granted_destinations_from_row(row: &Row) -> Result<Vec<GrantedDestination>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored projection grants do not read back".into());
+    let items: Vec<(String, String, u16)> = serde_json::from_str(&row.text("granted")?).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(lease_id, protocol, port)| {
+            Ok((
+                Id::parse(&lease_id).ok_or_else(corrupt)?,
+                Protocol::parse(&protocol).ok_or_else(corrupt)?,
+                Some(port).filter(|port| *port >= 1).ok_or_else(corrupt)?,
+            ))
+        })
+        .collect()
+}
+
+/// `applied_generation`, `applied_digest` of a projection head, with its node as the id.
+fn applied_projection_from_row(row: &Row, node_id: &NodeId) -> Result<Option<AuthorityReference>, StoreError> {
+    match (row.optional_integer("applied_generation")?, row.optional_text("applied_digest")?) {
+        (Some(generation), Some(digest)) => Ok(Some(AuthorityReference {
+            id: Id::parse(node_id.as_str())
+                .ok_or_else(|| StoreError::Corrupt("stored projection node id is not an id".into()))?,
+            generation: counter_from_sql(generation, "applied projection generation")?,
+            digest: Sha256Digest::parse(&digest)
+                .ok_or_else(|| StoreError::Corrupt("stored applied projection digest is not a digest".into()))?,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(StoreError::Corrupt("stored applied projection is half a reference".into())),
+    }
+}
+
+/// The reference of a node's current projection from its head's `node_id` (a projection's id is
+/// its node's), `generation` and `digest`.
+pub(crate) fn projection_reference_from_row(row: &Row) -> Result<AuthorityReference, StoreError> {
+    Ok(AuthorityReference {
+        id: row.id("node_id", "projection node id")?,
+        generation: row.counter("generation", "projection generation")?,
+        digest: row.digest("digest", "projection digest")?,
+    })
+}
+
+/// The head of a node's projection chain: `node_id`, `generation`, `digest`, `inputs`,
+/// `retains`, `applied_generation`, `applied_digest`.
+pub(crate) fn projection_head_from_row(row: &Row) -> Result<ProjectionHead, StoreError> {
+    let node_id = row.node_id("node_id", "projection node id")?;
+    Ok(ProjectionHead {
+        reference: projection_reference_from_row(row)?,
+        inputs: row.text("inputs")?,
+        retains: row.boolean("retains")?,
+        applied: applied_projection_from_row(row, &node_id)?,
+        granted: granted_destinations_from_row(row)?.into_iter().collect(),
+        node_id,
+    })
+}
+
+/// A node's current projection: `record`, `signature` (a signed projection) and its head's
+/// `node_id`, `applied_generation`, `applied_digest`. `endpoints` are the endpoint leases of a row
+/// that keeps them by reference ([`endpoint_references_from_row`]), put in before the digest is checked.
+pub(crate) fn stored_projection_from_row(
+    row: &Row,
+    endpoints: Option<Vec<RuntimeNetworkLease>>,
+) -> Result<StoredProjection, StoreError> {
+    let node_id = row.node_id("node_id", "projection node id")?;
+    Ok(StoredProjection {
+        signed: row.signed("runtime network projection", |value| {
+            let mut projection = RuntimeNetworkProjection::snapshot(value).ok()?;
+            if let Some(leases) = endpoints {
+                if !projection.endpoints.is_empty() {
+                    return None;
+                }
+                projection.endpoints = leases.into_iter().map(|lease| ProjectionEndpoint { lease }).collect();
+            }
+            Some(projection)
+        })?,
+        applied: applied_projection_from_row(row, &node_id)?,
+    })
+}
+
+/// `endpoint_leases` of a projection generation: the id and generation of each endpoint lease in
+/// endpoint order (a JSON array of `[leaseId, generation]`), or `None` when the row's record holds
+/// its endpoints whole.
+pub(crate) fn endpoint_references_from_row(row: &Row) -> Result<Option<Vec<(Id, u64)>>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored projection endpoint references do not read back".into());
+    let Some(text) = row.optional_text("endpoint_leases")? else { return Ok(None) };
+    let items: Vec<(String, u64)> = serde_json::from_str(&text).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(id, generation)| Ok((Id::parse(&id).ok_or_else(corrupt)?, generation)))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }

@@ -12,10 +12,12 @@
 //! Every accepted registration is kept (the audit of which ingress build registered where,
 //! through which relay connection, against which designation).
 
-use super::codec::counter_to_sql;
-use super::sessions::ReportedState;
-use super::sql::{Statement, head_record};
-use super::{SqlStore, StoreError, rows};
+use super::assignments::signed_assignment_from_row;
+use super::codec::{counter_from_sql, counter_to_sql, read_service_spec};
+use super::designations::{optional_designation_from_row, secret_hash_from_row};
+use super::sessions::{ReportedState, reported_state_from_row, session_from_row};
+use super::sql::{Row, Statement, head_record};
+use super::{SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
@@ -209,7 +211,7 @@ impl RegistrationStore for SqlStore {
                 route_table_revision: None,
             });
         };
-        let mut facts = rows::registration_facts(cluster_id, node_id, &row)?;
+        let mut facts = registration_facts_from_row(cluster_id, node_id, &row)?;
         let Some(designation) = &facts.designation else { return Ok(facts) };
         let (secret_version, service_id) =
             (designation.credential.secret_version.clone(), designation.ingress_service_id.clone());
@@ -222,7 +224,7 @@ impl RegistrationStore for SqlStore {
                 .ok_or_else(|| {
                     StoreError::Corrupt("the designation's credential names a missing secret version".into())
                 })?;
-        facts.credential_hash = Some(rows::secret_hash(&secret)?);
+        facts.credential_hash = Some(secret_hash_from_row(&secret)?);
         if facts.session.is_some() {
             // The head's record and its reported state (absent: NULL), by probes of their keys.
             let backend = self.pool.backend();
@@ -245,7 +247,7 @@ impl RegistrationStore for SqlStore {
             .fetch_all(&mut connection)
             .await?;
             for row in &assignment_rows {
-                facts.assignments.push((rows::signed_assignment(row)?.payload, rows::reported_state(row)?));
+                facts.assignments.push((signed_assignment_from_row(row)?.payload, reported_state_from_row(row)?));
             }
             facts.assignments.sort_by(|left, right| left.0.id.as_str().cmp(right.0.id.as_str()));
         }
@@ -276,7 +278,7 @@ impl RegistrationStore for SqlStore {
             .fetch_optional(&mut self.pool.connection().await?)
             .await?;
         match row {
-            Some(row) => Ok(RegistrationCommit::Recorded(rows::counter(&row, "sequence", "registration sequence")?)),
+            Some(row) => Ok(RegistrationCommit::Recorded(row.counter("sequence", "registration sequence")?)),
             None => Ok(RegistrationCommit::Conflict),
         }
     }
@@ -305,7 +307,82 @@ impl RegistrationStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::registration)
+        .map(registration_from_row)
         .collect()
     }
+}
+
+/// A recorded ingress registration: the columns of `ingress_registrations`.
+pub(crate) fn registration_from_row(row: &Row) -> Result<StoredIngressRegistration, StoreError> {
+    let id = |column: &str| row.id(column, &format!("registration {column}"));
+    let counter = |column: &str| row.counter(column, column);
+    let reference = |prefix: &str| -> Result<AuthorityReference, StoreError> {
+        Ok(AuthorityReference {
+            id: id(&format!("{prefix}_id"))?,
+            generation: counter(&format!("{prefix}_generation"))?,
+            digest: row.digest(&format!("{prefix}_digest"), &format!("registration {prefix}_digest"))?,
+        })
+    };
+    let capabilities = match row.optional_text("capabilities")? {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str::<Vec<String>>(&text)
+                .map_err(|_| StoreError::Corrupt("stored registration capabilities do not read back".into()))?,
+        ),
+    };
+    Ok(StoredIngressRegistration {
+        sequence: counter("sequence")?,
+        registration: IngressRegistration {
+            id: id("registration_id")?,
+            cluster_id: id("cluster_id")?,
+            node_id: row.node_id("node_id", "registration node_id")?,
+            version: row.text("version")?,
+            capabilities,
+            protocol_version: counter("protocol_version")?,
+            relay: RelayConnectionReference {
+                id: id("relay_connection_id")?,
+                relay_id: id("relay_id")?,
+                epoch: counter("relay_epoch")?,
+            },
+            designation: reference("designation")?,
+            assignment: reference("assignment")?,
+            session: SessionGeneration { id: id("session_id")?, generation: counter("session_generation")? },
+            registered_at: counter("registered_at")?,
+        },
+    })
+}
+
+/// The first read of a registration's facts (see `registrations.rs`, `REGISTRATION_FACTS_SQL`):
+/// `designation` (NULL: none), the designated service's current spec `spec_body` and
+/// `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet), and the
+/// node's current session (`generation`, `session_id`, `controller_kind`, `controller_id`,
+/// `runtime_namespace`; NULL: none). The assignments and the credential's hash are read after it.
+pub(crate) fn registration_facts_from_row(
+    cluster_id: &Id,
+    node_id: &NodeId,
+    row: &Row,
+) -> Result<RegistrationFacts, StoreError> {
+    let designation = optional_designation_from_row(row, "designation")?;
+    let spec = match (&designation, row.optional_text("spec_body")?) {
+        (Some(_), Some(body)) => Some(read_service_spec(&body, row.integer("spec_revision")?)?),
+        _ => None,
+    };
+    let node_exists = row.boolean("node_exists")?;
+    // A session is the node's only while the node exists.
+    let session = match row.optional_text("session_id")? {
+        Some(_) if node_exists => Some(session_from_row(cluster_id, node_id, row)?),
+        _ => None,
+    };
+    Ok(RegistrationFacts {
+        designation,
+        spec,
+        node_exists,
+        session,
+        assignments: Vec::new(),
+        credential_hash: None,
+        route_table_revision: row
+            .optional_integer("route_revision")?
+            .map(|revision| counter_from_sql(revision, "route table revision"))
+            .transpose()?,
+    })
 }

@@ -17,8 +17,8 @@
 
 use super::codec::counter_to_sql;
 use super::dialect::Backend;
-use super::sql::{HoldsConnection, Statement};
-use super::{MissingKind, PutOutcome, SqlStore, StoreError, rows};
+use super::sql::{HoldsConnection, Row, Statement};
+use super::{MissingKind, PutOutcome, SqlStore, StoreError};
 use crate::contract::{Id, Ipv4, Protocol};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, BTreeSet};
@@ -187,7 +187,7 @@ async fn table_revision(on: &mut impl HoldsConnection, cluster_id: &Id) -> Resul
         .text(cluster_id.as_str())
         .fetch_optional(on)
         .await?
-        .map(|row| rows::counter(&row, "revision", "route table revision"))
+        .map(|row| row.counter("revision", "route table revision"))
         .transpose()
 }
 
@@ -219,7 +219,7 @@ pub(crate) async fn table_routes(
     .fetch_all(on)
     .await?
     .iter()
-    .map(rows::route)
+    .map(route_from_row)
     .collect()
 }
 
@@ -236,7 +236,7 @@ pub(crate) async fn route_backends(
         .fetch_all(on)
         .await?
     {
-        backends.extend(rows::route_backends(&row)?);
+        backends.extend(route_backends_from_row(&row)?);
     }
     backends.sort();
     Ok(backends)
@@ -329,7 +329,7 @@ impl RelayStore for SqlStore {
         .bytes(&bearer_hash)
         .fetch_one(&mut transaction)
         .await?;
-        let credential = rows::relay_credential(cluster_id, relay_id, &row)?;
+        let credential = relay_credential_from_row(cluster_id, relay_id, &row)?;
         transaction.commit().await?;
         Ok(PutOutcome::Written(credential))
     }
@@ -344,7 +344,7 @@ impl RelayStore for SqlStore {
             .text(relay_id.as_str())
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::relay_credential(cluster_id, relay_id, &row))
+            .map(|row| relay_credential_from_row(cluster_id, relay_id, &row))
             .transpose()
     }
 
@@ -367,7 +367,7 @@ impl RelayStore for SqlStore {
         .text(relay_id.as_str())
         .fetch_optional(&mut transaction)
         .await?
-        .map(|row| rows::relay_credential(cluster_id, relay_id, &row))
+        .map(|row| relay_credential_from_row(cluster_id, relay_id, &row))
         .transpose()?;
         if credential.map(|credential| credential.generation) != Some(credential_generation) {
             transaction.rollback().await?;
@@ -379,7 +379,7 @@ impl RelayStore for SqlStore {
         .text(cluster_id.as_str())
         .fetch_one(&mut transaction)
         .await?;
-        let epoch = rows::counter(&highest, "highest_epoch", "relay connection epoch")? + 1;
+        let epoch = highest.counter("highest_epoch", "relay connection epoch")? + 1;
         Statement::new(
             "INSERT INTO relay_connections (id, cluster_id, relay_id, epoch, token_hash, connected_at, last_seen_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $6)",
@@ -407,7 +407,7 @@ impl RelayStore for SqlStore {
             .bytes(&token_hash)
             .fetch_optional(&mut self.pool.connection().await?)
             .await?
-            .map(|row| rows::relay_connection_state(&row))
+            .map(|row| relay_connection_state_from_row(&row))
             .transpose()
     }
 
@@ -433,7 +433,7 @@ impl RelayStore for SqlStore {
         .fetch_optional(&mut self.pool.connection().await?)
         .await?;
         if let Some(row) = row {
-            return Ok(RelayHeartbeat::Alive(rows::relay_connection(&row)?));
+            return Ok(RelayHeartbeat::Alive(relay_connection_from_row(&row)?));
         }
         Ok(match self.find_relay_connection(token_hash).await? {
             None => RelayHeartbeat::Unknown,
@@ -457,7 +457,7 @@ impl RelayStore for SqlStore {
         .text(&route.hostname)
         .fetch_optional(&mut transaction)
         .await?
-        .map(|row| rows::route(&row))
+        .map(|row| route_from_row(&row))
         .transpose()?;
         if current.as_ref() != Some(route) {
             bump_revision(&mut transaction, cluster_id).await?;
@@ -517,4 +517,66 @@ impl RelayStore for SqlStore {
     async fn route_table_revision(&self, cluster_id: &Id) -> Result<Option<u64>, StoreError> {
         table_revision(&mut self.pool.connection().await?, cluster_id).await
     }
+}
+
+/// A relay credential: `bearer_hash`, `generation`.
+pub(crate) fn relay_credential_from_row(
+    cluster_id: &Id,
+    relay_id: &Id,
+    row: &Row,
+) -> Result<StoredRelayCredential, StoreError> {
+    Ok(StoredRelayCredential {
+        cluster_id: cluster_id.clone(),
+        relay_id: relay_id.clone(),
+        bearer_hash: row.hash("bearer_hash", "relay bearer hash")?,
+        generation: row.counter("generation", "relay credential generation")?,
+    })
+}
+
+/// A relay connection: `id`, `cluster_id`, `relay_id`, `epoch`, `last_seen_at`.
+pub(crate) fn relay_connection_from_row(row: &Row) -> Result<StoredRelayConnection, StoreError> {
+    Ok(StoredRelayConnection {
+        id: row.id("id", "relay connection id")?,
+        cluster_id: row.id("cluster_id", "relay connection cluster id")?,
+        relay_id: row.id("relay_id", "relay connection relay id")?,
+        epoch: row.counter("epoch", "relay connection epoch")?,
+        last_seen_ms: row.counter("last_seen_at", "relay connection last seen")?,
+    })
+}
+
+/// A relay connection with its cluster's highest epoch (`highest_epoch`).
+pub(crate) fn relay_connection_state_from_row(row: &Row) -> Result<RelayConnectionState, StoreError> {
+    Ok(RelayConnectionState {
+        connection: relay_connection_from_row(row)?,
+        highest_epoch: row.counter("highest_epoch", "relay connection epoch")?,
+    })
+}
+
+/// A route of a route table: `hostname`, `service_id`, `protocol`, `port`.
+pub(crate) fn route_from_row(row: &Row) -> Result<IngressRoute, StoreError> {
+    Ok(IngressRoute {
+        hostname: row.text("hostname")?,
+        service_id: row.id("service_id", "route service id")?,
+        protocol: row.protocol("route")?,
+        port: row.port("route")?,
+    })
+}
+
+/// The backends of a route: `hostname`, `port` and `backends`, a JSON array of `[leaseId, address]`.
+pub(crate) fn route_backends_from_row(row: &Row) -> Result<Vec<RouteBackend>, StoreError> {
+    let corrupt = || StoreError::Corrupt("stored route backends do not read back".into());
+    let hostname = row.text("hostname")?;
+    let port = row.port("route")?;
+    let items: Vec<(String, String)> = serde_json::from_str(&row.text("backends")?).map_err(|_| corrupt())?;
+    items
+        .into_iter()
+        .map(|(lease_id, address)| {
+            Ok(RouteBackend {
+                hostname: hostname.clone(),
+                lease_id: Id::parse(&lease_id).ok_or_else(corrupt)?,
+                address: Ipv4::parse(&address).ok_or_else(corrupt)?,
+                port,
+            })
+        })
+        .collect()
 }

@@ -10,9 +10,10 @@
 //! the next recomputation (every read recomputes) settles on the current one.
 
 use super::codec::counter_to_sql;
-use super::sessions::ReportedState;
-use super::sql::{HoldsConnection, Statement, rows_by_ids};
-use super::{FactScope, SqlStore, StoreError, rows};
+use super::inventory::service_id_from_row;
+use super::sessions::{ReportedState, current_session_from_row, reported_state_from_row};
+use super::sql::{HoldsConnection, Row, Statement, rows_by_ids};
+use super::{FactScope, SqlStore, StoreError};
 use crate::contract::reader::compare_bytes;
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{Id, NodeId};
@@ -94,7 +95,7 @@ async fn recorded_statuses(
             rows_by_ids(on, cluster_id, &format!("{sql} AND {{ids}}"), "service_id", &ids).await?
         }
     };
-    let mut recorded = rows.iter().map(rows::recorded_status).collect::<Result<Vec<_>, _>>()?;
+    let mut recorded = rows.iter().map(recorded_status_from_row).collect::<Result<Vec<_>, _>>()?;
     recorded.sort_by(|left, right| compare_bytes(left.service_id.as_str(), right.service_id.as_str()));
     Ok(recorded)
 }
@@ -146,13 +147,13 @@ impl ServiceStatusStore for SqlStore {
                 )
             }
         };
-        let mut head_states = state_rows.iter().map(rows::head_state).collect::<Result<Vec<_>, _>>()?;
+        let mut head_states = state_rows.iter().map(head_state_from_row).collect::<Result<Vec<_>, _>>()?;
         head_states.sort_by(|left: &HeadState, right| {
             compare_bytes(left.assignment_id.as_str(), right.assignment_id.as_str())
         });
         head_states.dedup_by(|later, earlier| later.assignment_id == earlier.assignment_id);
         let mut sessions =
-            session_rows.iter().map(|row| rows::current_session(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
+            session_rows.iter().map(|row| current_session_from_row(cluster_id, row)).collect::<Result<Vec<_>, _>>()?;
         sessions.sort_by(|left, right| compare_bytes(left.0.as_str(), right.0.as_str()));
         sessions.dedup_by(|later, earlier| later.0 == earlier.0);
         Ok(StatusFacts { head_states, sessions })
@@ -220,7 +221,7 @@ impl ServiceStatusStore for SqlStore {
             reasons,
         )
         .await?;
-        rows.iter().map(rows::service_id).collect()
+        rows.iter().map(service_id_from_row).collect()
     }
 }
 
@@ -230,4 +231,26 @@ fn same_verdict(left: &RecordedStatus, right: &RecordedStatus) -> bool {
         && left.spec_revision == right.spec_revision
         && left.state == right.state
         && left.reason == right.reason
+}
+
+/// The reported state of a head generation: `assignment_id`, `generation` and
+/// [`reported_state_from_row`]'s columns.
+pub(crate) fn head_state_from_row(row: &Row) -> Result<HeadState, StoreError> {
+    Ok(HeadState {
+        assignment_id: row.id("assignment_id", "assignment id")?,
+        generation: row.counter("generation", "assignment generation")?,
+        reported: reported_state_from_row(row)?
+            .ok_or_else(|| StoreError::Corrupt("a reported state without its state".into()))?,
+    })
+}
+
+/// A recorded service status: `service_id`, `spec_revision`, `state`, `reason`, `changed_at`.
+pub(crate) fn recorded_status_from_row(row: &Row) -> Result<RecordedStatus, StoreError> {
+    Ok(RecordedStatus {
+        service_id: row.id("service_id", "status service id")?,
+        spec_revision: row.counter("spec_revision", "status spec revision")?,
+        state: row.text("state")?,
+        reason: row.optional_text("reason")?,
+        changed_at: row.counter("changed_at", "status change time")?,
+    })
 }

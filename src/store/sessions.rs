@@ -8,9 +8,10 @@
 //! states of the spec). Assignments themselves are `assignments`'.
 
 use super::codec::counter_to_sql;
-use super::sql::{HoldsConnection, Statement};
-use super::{SqlStore, StoreError, rows};
-use crate::contract::session::{ControllerReference, RuntimeSessionReference};
+use super::inventory::node_from_row;
+use super::sql::{HoldsConnection, Row, Statement};
+use super::{SqlStore, StoreError};
+use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
 
@@ -90,7 +91,7 @@ impl SessionStore for SqlStore {
         .text(node_id.as_str())
         .fetch_optional(&mut transaction)
         .await?;
-        let Some(node) = node.map(|row| rows::node(cluster_id, &row)).transpose()? else {
+        let Some(node) = node.map(|row| node_from_row(cluster_id, &row)).transpose()? else {
             transaction.rollback().await?;
             return Ok(None);
         };
@@ -101,7 +102,7 @@ impl SessionStore for SqlStore {
         .text(node_id.as_str())
         .fetch_one(&mut transaction)
         .await?;
-        let generation = rows::counter(&highest, "highest", "session generation")? + 1;
+        let generation = highest.counter("highest", "session generation")? + 1;
         let runtime_namespace = node.node.runtime_namespace;
         Statement::new(
             "INSERT INTO runtime_sessions (cluster_id, node_id, generation, session_id, controller_kind, \
@@ -180,7 +181,7 @@ impl SessionStore for SqlStore {
         .integer(counter_to_sql(generation, "assignment generation")?)
         .fetch_optional(&mut self.pool.connection().await?)
         .await?;
-        Ok(row.map(|row| rows::reported_state(&row)).transpose()?.flatten())
+        Ok(row.map(|row| reported_state_from_row(&row)).transpose()?.flatten())
     }
 }
 
@@ -198,6 +199,47 @@ pub(crate) async fn current_session_on(
     .text(node_id.as_str())
     .fetch_optional(on)
     .await?
-    .map(|row| rows::session(cluster_id, node_id, &row))
+    .map(|row| session_from_row(cluster_id, node_id, &row))
     .transpose()
+}
+
+/// A node session of `node_id`: `session_id`, `generation`, `controller_kind`, `controller_id`,
+/// `runtime_namespace`.
+pub(crate) fn session_from_row(
+    cluster_id: &Id,
+    node_id: &NodeId,
+    row: &Row,
+) -> Result<RuntimeSessionReference, StoreError> {
+    let kind = ControllerKind::parse(&row.text("controller_kind")?)
+        .ok_or_else(|| StoreError::Corrupt("stored session controller kind is unknown".into()))?;
+    Ok(RuntimeSessionReference {
+        id: row.id("session_id", "session id")?,
+        generation: row.counter("generation", "session generation")?,
+        controller: ControllerReference { kind, id: row.id("controller_id", "controller id")? },
+        cluster_id: cluster_id.clone(),
+        node_id: node_id.clone(),
+        runtime_namespace: row.id("runtime_namespace", "runtime namespace")?,
+    })
+}
+
+/// A node's current session: `node_id` and [`session_from_row`]'s columns.
+pub(crate) fn current_session_from_row(
+    cluster_id: &Id,
+    row: &Row,
+) -> Result<(NodeId, RuntimeSessionReference), StoreError> {
+    let node_id = row.node_id("node_id", "session node id")?;
+    let session = session_from_row(cluster_id, &node_id, row)?;
+    Ok((node_id, session))
+}
+
+/// The latest reported state of an assignment generation: `state`, `session_id`,
+/// `session_generation`, `reported_at` (all NULL when none was reported).
+pub(crate) fn reported_state_from_row(row: &Row) -> Result<Option<ReportedState>, StoreError> {
+    let Some(state) = row.optional_text("state")? else { return Ok(None) };
+    Ok(Some(ReportedState {
+        state,
+        session_id: row.id("session_id", "state session id")?,
+        session_generation: row.counter("session_generation", "session generation")?,
+        reported_at: row.counter("reported_at", "report time")?,
+    }))
 }

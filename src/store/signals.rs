@@ -20,6 +20,7 @@
 //! at most [`MAX_PAYLOAD_BYTES`] each.
 
 use super::dialect::Backend;
+use super::postgres::listener::{Heard, listen};
 use super::sql::{Pool, Statement};
 use super::{SqlStore, StoreError};
 use crate::contract::{Id, NodeId};
@@ -293,7 +294,13 @@ impl SignalStore for SqlStore {
             {
                 let options = pool.options().clone();
                 let sender = self.signals.sender.clone();
-                *listener = Some(runtime.spawn(super::postgres::listener::listen(options, sender)));
+                let hand_on = move |heard: Heard<'_>| {
+                    let _ = sender.send(match heard {
+                        Heard::Payload(payload) => Signal::read(payload),
+                        Heard::Reconnected => Signal::Missed,
+                    });
+                };
+                *listener = Some(runtime.spawn(listen(options, SIGNAL_CHANNEL, hand_on)));
             }
         }
         SignalSubscription { receiver }

@@ -2,13 +2,16 @@
 //! checked out of it ([`Connection`]) or a transaction on one ([`Transaction`]), a statement with
 //! its typed arguments ([`Statement`]) and a row it answers ([`Row`]) with typed accessors. Every
 //! statement is written once as `&'static str` (or, where the dialect differs, composed with a
-//! hook of [`Backend`]) and runs on both backends; the record readers are written once
-//! (`rows.rs`) against [`Row`]. A whole-cluster read brings each head's record by one
+//! hook of [`Backend`]) and runs on both backends; each record's reader is written once, next to
+//! the feature that owns the record, against [`Row`] and its typed accessors. A whole-cluster read brings each head's record by one
 //! primary-key probe ([`head_record`]).
 
-use super::StoreError;
+use super::codec::{counter_from_sql, hash_from_sql, read_signed};
 use super::dialect::Backend;
 use super::postgres::pool::{self, PooledConnection, note_statement_failure};
+use super::{PoolStatus, StoreError};
+use crate::contract::signing::Signed;
+use crate::contract::{DigestedRecord, Id, NodeId, Protocol, Sha256Digest};
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{AssertSqlSafe, Database, Decode, Encode, Postgres, Row as _, Sqlite, Type};
@@ -20,17 +23,6 @@ pub(crate) enum Pool {
     Postgres(pool::Pool),
     /// SQLite: sqlx's own pool.
     Sqlite(SqlitePool),
-}
-
-/// How many connections a pool holds now and may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PoolStatus {
-    /// Connections checked out (a statement or a transaction runs on them).
-    pub in_use: usize,
-    /// Open connections waiting in the pool.
-    pub idle: usize,
-    /// The most connections the pool opens.
-    pub max: usize,
 }
 
 /// Counts a task waiting for a pool connection (gauge `cloudly_store_pool_waiting`) while it is
@@ -561,6 +553,56 @@ impl Row {
     /// A `BYTEA` / `BLOB` column.
     pub(crate) fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
         self.get(column)
+    }
+
+    /// A `TEXT` column holding an [`Id`]; `what` names it in the corruption error.
+    pub(crate) fn id(&self, column: &str, what: &str) -> Result<Id, StoreError> {
+        Id::parse(&self.text(column)?).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not an Id")))
+    }
+
+    /// A `TEXT` column holding a [`NodeId`].
+    pub(crate) fn node_id(&self, column: &str, what: &str) -> Result<NodeId, StoreError> {
+        NodeId::parse(&self.text(column)?).ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not a NodeId")))
+    }
+
+    /// A `TEXT` column holding a `sha256:…` digest.
+    pub(crate) fn digest(&self, column: &str, what: &str) -> Result<Sha256Digest, StoreError> {
+        Sha256Digest::parse(&self.text(column)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("stored {what} is not a digest")))
+    }
+
+    /// An integer column holding a counter (0 to 2^53 − 1), such as a revision or an epoch.
+    pub(crate) fn counter(&self, column: &str, what: &str) -> Result<u64, StoreError> {
+        counter_from_sql(self.integer(column)?, what)
+    }
+
+    /// A column holding a 32-byte hash.
+    pub(crate) fn hash(&self, column: &str, what: &str) -> Result<[u8; 32], StoreError> {
+        hash_from_sql(self.bytes(column)?, what)
+    }
+
+    /// A `protocol` column: `tcp` or `udp`.
+    pub(crate) fn protocol(&self, what: &str) -> Result<Protocol, StoreError> {
+        Protocol::parse(&self.text("protocol")?)
+            .ok_or_else(|| StoreError::Corrupt(format!("stored {what} protocol is not tcp or udp")))
+    }
+
+    /// A `port` column: 1..=65535.
+    pub(crate) fn port(&self, what: &str) -> Result<u16, StoreError> {
+        u16::try_from(self.integer("port")?)
+            .ok()
+            .filter(|port| *port >= 1)
+            .ok_or_else(|| StoreError::Corrupt(format!("stored {what} port is not a port")))
+    }
+
+    /// A signed record of kind `T`: `record` (the payload, read through `snapshot` with its
+    /// digest checked) and `signature` (the signature block).
+    pub(crate) fn signed<T: DigestedRecord>(
+        &self,
+        kind: &str,
+        snapshot: impl FnOnce(&serde_json::Value) -> Option<T>,
+    ) -> Result<Signed<T>, StoreError> {
+        read_signed(&self.text("record")?, &self.text("signature")?, kind, snapshot)
     }
 }
 

@@ -15,13 +15,13 @@
 //! [`ClaimHeads`]: a head whose record fails its contract reader is an [`UnreadableClaim`],
 //! described by the head's own columns, and the rest of the cluster reads on.
 
-use super::codec::{counter_to_sql, record_text};
+use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::dialect::Backend;
 use super::heads::{Head, Heads};
-use super::sql::{HoldsConnection, Statement, head_record};
-use super::{SqlStore, StoreError, rows};
+use super::sql::{HoldsConnection, Row, Statement, head_record};
+use super::{SqlStore, StoreError};
 use crate::contract::signing::Signed;
-use crate::contract::storage_claim::RuntimeLocalStorageClaim;
+use crate::contract::storage_claim::{RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim};
 use crate::contract::{AuthorityReference, Id, NodeId};
 use async_trait::async_trait;
 
@@ -192,7 +192,7 @@ pub trait StorageClaimStore: Send + Sync {
     async fn last_claim_answers(&self, cluster_id: &Id) -> Result<Vec<LastClaimAnswer>, StoreError>;
 }
 
-/// The head generations with their records, as [`rows::claim_head`] reads them; a statement adds
+/// The head generations with their records, as [`claim_head_from_row`] reads them; a statement adds
 /// its `WHERE` and `ORDER BY`.
 fn heads(backend: Backend) -> String {
     let columns = [
@@ -234,7 +234,7 @@ pub(crate) async fn claim_heads_on(
         .text(cluster_id.as_str())
         .fetch_all(on)
         .await?,
-        rows::claim_head,
+        claim_head_from_row,
     )
 }
 
@@ -253,7 +253,7 @@ pub(crate) async fn service_claim_heads_on(
         service_ids,
     )
     .await?;
-    ClaimHeads::from_rows(&rows, rows::claim_head)
+    ClaimHeads::from_rows(&rows, claim_head_from_row)
 }
 
 /// Checks that the changes fit the heads they were decided from: a new generation links its
@@ -392,7 +392,7 @@ impl StorageClaimStore for SqlStore {
             .text(node_id.as_str())
             .fetch_all(&mut self.pool.connection().await?)
             .await?,
-            rows::claim_head,
+            claim_head_from_row,
         )
     }
 
@@ -404,7 +404,7 @@ impl StorageClaimStore for SqlStore {
         .text(claim_id.as_str())
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::claim_cluster(&row))
+        .map(|row| claim_cluster_from_row(&row))
         .transpose()
     }
 
@@ -425,7 +425,7 @@ impl StorageClaimStore for SqlStore {
         )?
         .fetch_optional(&mut self.pool.connection().await?)
         .await?
-        .map(|row| rows::stored_claim(&row))
+        .map(|row| stored_claim_from_row(&row))
         .transpose()
     }
 
@@ -520,7 +520,84 @@ impl StorageClaimStore for SqlStore {
         .fetch_all(&mut self.pool.connection().await?)
         .await?
         .iter()
-        .map(rows::last_claim_answer)
+        .map(last_claim_answer_from_row)
         .collect()
     }
+}
+
+/// A claim generation: [`signed_record`]'s columns, `issued_at`, the answer columns
+/// (`answer_status`, `node_state`, `answered_session_id`, `answered_session_generation`,
+/// `answered_at`), `fault_count`, `last_fault`, `last_fault_at`, `resolution`, `resolved_at`.
+pub(crate) fn stored_claim_from_row(row: &Row) -> Result<StoredClaim, StoreError> {
+    let signed: Signed<RuntimeLocalStorageClaim> =
+        row.signed("runtime local storage claim", |value| snapshot_runtime_local_storage_claim(value).ok())?;
+    let time =
+        |column: &str, what: &str| row.optional_integer(column)?.map(|value| counter_from_sql(value, what)).transpose();
+    let last_fault = match (row.optional_text("last_fault")?, time("last_fault_at", "fault time")?) {
+        (Some(fault), Some(at)) => Some(ClaimFault { fault, at }),
+        _ => None,
+    };
+    let resolution = match (row.optional_text("resolution")?, time("resolved_at", "resolution time")?) {
+        (Some(decision), Some(at)) => Some(ClaimResolution { decision, at }),
+        _ => None,
+    };
+    Ok(StoredClaim {
+        signed,
+        issued_at: row.counter("issued_at", "claim issue time")?,
+        answer: claim_answer_from_row(row)?,
+        fault_count: row.counter("fault_count", "claim fault count")?,
+        last_fault,
+        resolution,
+    })
+}
+
+/// The answer columns of a claim generation, `None` when it has no answer.
+fn claim_answer_from_row(row: &Row) -> Result<Option<ClaimAnswer>, StoreError> {
+    let (Some(status), Some(state)) = (row.optional_text("answer_status")?, row.optional_text("node_state")?) else {
+        return Ok(None);
+    };
+    Ok(Some(ClaimAnswer {
+        status,
+        state,
+        session_id: row.id("answered_session_id", "answer session id")?,
+        session_generation: row.counter("answered_session_generation", "answer session generation")?,
+        answered_at: row.counter("answered_at", "answer time")?,
+    }))
+}
+
+/// A head claim generation: [`stored_claim_from_row`]'s columns, or, when the record does not read back,
+/// what the head's own columns say of it (`claim_id`, `head_generation`, `digest`, `node_id`,
+/// `service_id`, `volume_id`), so that one unreadable record affects only itself.
+pub(crate) fn claim_head_from_row(row: &Row) -> Result<Result<StoredClaim, UnreadableClaim>, StoreError> {
+    let problem = match stored_claim_from_row(row) {
+        Ok(stored) => return Ok(Ok(stored)),
+        Err(StoreError::Corrupt(problem)) => problem,
+        Err(error) => return Err(error),
+    };
+    Ok(Err(UnreadableClaim {
+        reference: AuthorityReference {
+            id: row.id("claim_id", "claim id")?,
+            generation: row.counter("head_generation", "claim generation")?,
+            digest: row.digest("digest", "claim digest")?,
+        },
+        node_id: row.node_id("node_id", "claim node id")?,
+        service_id: row.id("service_id", "claim service id")?,
+        volume_id: row.id("volume_id", "claim volume id")?,
+        problem,
+    }))
+}
+
+/// The latest answered generation of a claim: `claim_id`, `generation` and the answer columns.
+pub(crate) fn last_claim_answer_from_row(row: &Row) -> Result<LastClaimAnswer, StoreError> {
+    Ok(LastClaimAnswer {
+        claim_id: row.id("claim_id", "claim id")?,
+        generation: row.counter("generation", "claim generation")?,
+        answer: claim_answer_from_row(row)?
+            .ok_or_else(|| StoreError::Corrupt("a listed claim answer is NULL".into()))?,
+    })
+}
+
+/// The cluster of a claim: `cluster_id`.
+pub(crate) fn claim_cluster_from_row(row: &Row) -> Result<Id, StoreError> {
+    row.id("cluster_id", "claim cluster id")
 }

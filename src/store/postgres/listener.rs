@@ -1,9 +1,9 @@
 //! The PostgreSQL end of the store's signals (`signals.rs`): one connection per store that
-//! `LISTEN`s on [`SIGNAL_CHANNEL`] (sqlx's `PgListener` over a pool of one connection, its
-//! `application_name` `cloudly-signals`) and hands every notification to the store's subscribers.
+//! `LISTEN`s on one channel (sqlx's `PgListener` over a pool of one connection, its
+//! `application_name` `cloudly-signals`) and hands every notification's payload on ([`Heard`]).
 //!
 //! **It reconnects, and says so.** Notifications sent while no connection listens are lost, so
-//! after every reconnect subscribers get [`Signal::Missed`] (not after the first connect, which
+//! after every reconnect it hands on [`Heard::Reconnected`] (not after the first connect, which
 //! follows the first subscription by moments: what was sent before it is as if a node had
 //! connected a moment later, and it converges on its next ask). The connection
 //! is given up and opened again when the server closes it (a restart, `pg_terminate_backend`), when
@@ -11,10 +11,8 @@
 //! within [`ANSWER_TIMEOUT`] (a connection lost without a word); reconnects back off from
 //! [`RECONNECT_INITIAL`] to [`RECONNECT_MAX`].
 
-use crate::store::signals::{SIGNAL_CHANNEL, Signal};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use std::time::Duration;
-use tokio::sync::broadcast;
 
 /// How long the listener waits for a notification before it checks that its connection answers.
 pub const QUIET_CHECK: Duration = Duration::from_secs(30);
@@ -28,21 +26,30 @@ pub const RECONNECT_INITIAL: Duration = Duration::from_millis(250);
 /// The longest wait between two reconnects.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// Listens until the task is aborted (the store closes), reconnecting as the module says.
-pub(crate) async fn listen(options: PgConnectOptions, sender: broadcast::Sender<Signal>) {
+/// What the listener hands on.
+pub(crate) enum Heard<'a> {
+    /// A notification's payload.
+    Payload(&'a str),
+    /// The connection was opened again: notifications sent meanwhile are lost.
+    Reconnected,
+}
+
+/// Listens on `channel` until the task is aborted (the store closes), handing what it hears to
+/// `hand_on` and reconnecting as the module says.
+pub(crate) async fn listen(options: PgConnectOptions, channel: &'static str, mut hand_on: impl FnMut(Heard<'_>)) {
     let options = options.application_name("cloudly-signals");
     let mut delay = RECONNECT_INITIAL;
     let mut first = true;
     loop {
-        match tokio::time::timeout(ANSWER_TIMEOUT, connect(&options)).await {
+        match tokio::time::timeout(ANSWER_TIMEOUT, connect(&options, channel)).await {
             Ok(Ok(mut listener)) => {
-                tracing::info!(channel = SIGNAL_CHANNEL, "listening for signals of other controller processes");
+                tracing::info!(channel, "listening for signals of other controller processes");
                 metrics::gauge!("cloudly_signal_listener_connected").set(1.0);
                 delay = RECONNECT_INITIAL;
                 if !std::mem::take(&mut first) {
-                    let _ = sender.send(Signal::Missed);
+                    hand_on(Heard::Reconnected);
                 }
-                let reason = follow(&mut listener, &sender).await;
+                let reason = follow(&mut listener, &mut hand_on).await;
                 metrics::gauge!("cloudly_signal_listener_connected").set(0.0);
                 metrics::counter!("cloudly_signal_listener_reconnects_total").increment(1);
                 tracing::warn!(%reason, "the signal listener lost its PostgreSQL connection; reconnecting");
@@ -56,7 +63,7 @@ pub(crate) async fn listen(options: PgConnectOptions, sender: broadcast::Sender<
 }
 
 /// A listener on a connection of its own, listening on the channel.
-async fn connect(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> {
+async fn connect(options: &PgConnectOptions, channel: &str) -> Result<PgListener, sqlx::Error> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .min_connections(0)
@@ -67,17 +74,17 @@ async fn connect(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> 
     let mut listener = PgListener::connect_with(&pool).await?;
     // A lost connection is reported (`Ok(None)`) and this module opens a new one itself.
     listener.eager_reconnect(false);
-    listener.listen(SIGNAL_CHANNEL).await?;
+    listener.listen(channel).await?;
     Ok(listener)
 }
 
-/// Hands notifications to `sender` until the connection is lost; answers why.
-async fn follow(listener: &mut PgListener, sender: &broadcast::Sender<Signal>) -> String {
+/// Hands notifications to `hand_on` until the connection is lost; answers why.
+async fn follow(listener: &mut PgListener, hand_on: &mut impl FnMut(Heard<'_>)) -> String {
     loop {
         // `try_recv` may be cancelled: sqlx reads a whole message or leaves the buffer as it was.
         match tokio::time::timeout(QUIET_CHECK, listener.try_recv()).await {
             Ok(Ok(Some(notification))) => {
-                let _ = sender.send(Signal::read(notification.payload()));
+                hand_on(Heard::Payload(notification.payload()));
             }
             Ok(Ok(None)) => return "the server closed the connection".to_owned(),
             Ok(Err(error)) => return error.to_string(),

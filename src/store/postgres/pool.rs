@@ -173,9 +173,9 @@ impl Pool {
     }
 
     /// What the pool holds now.
-    pub fn status(&self) -> crate::store::sql::PoolStatus {
+    pub fn status(&self) -> crate::store::PoolStatus {
         let status = self.pool.status();
-        crate::store::sql::PoolStatus {
+        crate::store::PoolStatus {
             in_use: status.size.saturating_sub(status.available),
             idle: status.available,
             max: status.max_size,
