@@ -19,7 +19,8 @@ use super::limits::SocketAdmission;
 use super::methods::{self, Transport};
 use super::{AppState, answer_envelope};
 use crate::contract::session::RuntimeSessionReference;
-use crate::domain::sessions::LinkCommand;
+use crate::contract::storage_claim::{APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD, ApplyRuntimeLocalStorageClaimResponse};
+use crate::domain::sessions::{LinkCommand, LinkError, NodeAnswer, NodeRequest};
 use crate::domain::{Controller, DomainError};
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -105,7 +106,7 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
         session: Mutex::new(None),
         waiting: std::sync::atomic::AtomicUsize::new(0),
     });
-    let mut pending: HashMap<String, oneshot::Sender<Result<Value, Value>>> = HashMap::new();
+    let mut pending: HashMap<String, Pending> = HashMap::new();
     let liveness = state.controller.links.liveness();
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + liveness.ping_interval, liveness.ping_interval);
@@ -150,8 +151,9 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
                 }
             }
             Some(command) = commands.recv() => match command {
-                LinkCommand::Request { method, request, reply } => {
+                LinkCommand::Request { request, reply } => {
                     let id = uuid::Uuid::new_v4().simple().to_string();
+                    let (method, request, read) = node_request(&request);
                     let envelope = json!({
                         "method": method,
                         "request": request,
@@ -161,7 +163,7 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
                     if socket.send(text_frame(&envelope)).await.is_err() {
                         break;
                     }
-                    pending.insert(id, reply);
+                    pending.insert(id, Pending { read, reply });
                 }
                 LinkCommand::Close { reason } => {
                     tracing::info!(link = link_id, reason, "typed socket closed by the controller");
@@ -174,7 +176,7 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
                 break;
             }
             _ = ping.tick() => {
-                pending.retain(|_, reply| !reply.is_closed());
+                pending.retain(|_, pending| !pending.reply.is_closed());
                 if last_seen.elapsed() >= liveness.silence_limit {
                     tracing::info!(link = link_id, "typed socket silent too long; closing");
                     let _ = socket.send(close_frame(close_code::AWAY, "silent too long")).await;
@@ -191,20 +193,53 @@ pub async fn serve_socket(mut socket: WebSocket, state: AppState) {
     tracing::debug!(link = link_id, "typed socket ended");
 }
 
+/// A request of the controller's awaiting the node's answer on this socket.
+struct Pending {
+    /// How the answer of the method asked is read.
+    read: ReadAnswer,
+    reply: oneshot::Sender<Result<NodeAnswer, LinkError>>,
+}
+
+/// Reads a node's response object as the answer of the method asked, or
+/// [`LinkError::Unreadable`].
+type ReadAnswer = fn(&Value) -> Result<NodeAnswer, LinkError>;
+
+/// The method the controller tells a node with that its records changed.
+const PUSH_RUNTIME_CHANGED_METHOD: &str = "pushRuntimeChanged";
+
+/// The wire method and request object of a request the controller sends a node, and how its
+/// answer is read.
+fn node_request(request: &NodeRequest) -> (&'static str, Value, ReadAnswer) {
+    match request {
+        NodeRequest::RuntimeChanged(kinds) => {
+            let kinds: Vec<&str> = kinds.iter().map(|kind| kind.as_str()).collect();
+            (PUSH_RUNTIME_CHANGED_METHOD, json!({ "kinds": kinds }), |_| Ok(NodeAnswer::Acknowledged))
+        }
+        NodeRequest::ApplyClaim(request) => {
+            (APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD, request.to_value(), |response| {
+                ApplyRuntimeLocalStorageClaimResponse::read(response)
+                    .map(NodeAnswer::Claim)
+                    .map_err(|_| LinkError::Unreadable)
+            })
+        }
+    }
+}
+
 /// Handles one text frame: completes a pending controller request, or dispatches a request in
 /// its own task (its answer comes back through `frames`). Answers a frame to send at once (the
 /// refusal of a malformed envelope), if any.
 fn receive_text(
     context: &Arc<NodeSocket>,
     frames: &mpsc::UnboundedSender<Message>,
-    pending: &mut HashMap<String, oneshot::Sender<Result<Value, Value>>>,
+    pending: &mut HashMap<String, Pending>,
     text: &str,
 ) -> Option<Message> {
     let envelope = match envelope::read_frame(text) {
         Ok(Frame::Request(envelope)) => envelope,
         Ok(Frame::Response { id, answer }) => {
-            if let Some(reply) = id.and_then(|id| pending.remove(&id)) {
-                let _ = reply.send(answer);
+            if let Some(Pending { read, reply }) = id.and_then(|id| pending.remove(&id)) {
+                // An error envelope is a refusal; a response is read as the method's answer.
+                let _ = reply.send(answer.map_err(|_| LinkError::Refused).and_then(|response| read(&response)));
             }
             return None;
         }

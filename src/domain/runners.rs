@@ -35,14 +35,13 @@ use super::plan::leases::{LeasesFollowed, followed, leases_may_change, plan_leas
 use super::plan::status::{judge_services, recorded_verdicts, status_differences};
 use super::projections::{IssueScope, ProjectionIssuer};
 use super::service_status::{judge_and_record_statuses, refresh_statuses};
-use super::sessions::{LinkError, NodeLinks};
+use super::sessions::{LinkError, NodeAnswer, NodeLinks, NodeRequest};
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
 use super::{Controller, DomainError};
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::storage_claim::{
-    APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD, ApplyRuntimeLocalStorageClaimRequest,
-    ApplyRuntimeLocalStorageClaimResponse, ApplyRuntimeLocalStorageClaimStatus,
+    ApplyRuntimeLocalStorageClaimRequest, ApplyRuntimeLocalStorageClaimResponse, ApplyRuntimeLocalStorageClaimStatus,
     LocalStorageClaimNodeState as NodeState, LocalStorageInitialization, RuntimeLocalStorageClaim,
     bind_apply_runtime_local_storage_claim_request, bind_apply_runtime_local_storage_claim_response,
 };
@@ -1033,14 +1032,16 @@ impl ClaimPusher {
             .request(
                 &session.cluster_id,
                 &session.node_id,
-                APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD,
-                request.to_value(),
+                NodeRequest::ApplyClaim(request.clone()),
                 self.settings.timeout,
             )
             .await;
         match answer {
-            Ok(value) => judge_answer(&request, &value),
-            Err(LinkError::Refused(_)) => Pushed::Fault("the node answered an error"),
+            Ok(NodeAnswer::Claim(response)) => judge_answer(&request, &response),
+            Ok(NodeAnswer::Acknowledged) | Err(LinkError::Unreadable) => {
+                Pushed::Fault("the answer is not an applyRuntimeLocalStorageClaim response")
+            }
+            Err(LinkError::Refused) => Pushed::Fault("the node answered an error"),
             Err(LinkError::Timeout) => Pushed::NoAnswer,
             Err(LinkError::Closed | LinkError::NotConnected) => Pushed::Gone,
         }
@@ -1117,13 +1118,13 @@ fn status_text(status: ApplyRuntimeLocalStorageClaimStatus) -> &'static str {
     }
 }
 
-/// An answer trusted only when it reads as a response and passes
+/// An answer (read as a response by the transport) trusted only when it passes
 /// `bindApplyRuntimeLocalStorageClaimResponse` against the request it answers.
-fn judge_answer(request: &ApplyRuntimeLocalStorageClaimRequest, value: &serde_json::Value) -> Pushed {
-    let Ok(response) = ApplyRuntimeLocalStorageClaimResponse::read(value) else {
-        return Pushed::Fault("the answer is not an applyRuntimeLocalStorageClaim response");
-    };
-    match bind_apply_runtime_local_storage_claim_response(&response, request) {
+fn judge_answer(
+    request: &ApplyRuntimeLocalStorageClaimRequest,
+    response: &ApplyRuntimeLocalStorageClaimResponse,
+) -> Pushed {
+    match bind_apply_runtime_local_storage_claim_response(response, request) {
         Ok(response) => Pushed::Answered(response),
         Err(_) => Pushed::Fault("the answer does not bind to the claim it answers"),
     }

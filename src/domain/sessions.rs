@@ -3,16 +3,17 @@
 //! socket each node's current session is open on, through which the controller sends requests
 //! (`pushRuntimeChanged`) and awaits their answers.
 //!
-//! The registry knows no WebSocket: a link is a channel of [`LinkCommand`]s that the transport
-//! (`api::socket`) serves. The store decides which session is current (several controller
+//! The registry knows no WebSocket and no JSON: a link is a channel of [`LinkCommand`]s that the
+//! transport (`api::socket`) serves, carrying typed [`NodeRequest`]s down and typed
+//! [`NodeAnswer`]s back (the transport writes the envelope and reads the answer). The store decides which session is current (several controller
 //! processes agree on it); the registry only knows the sockets of this process.
 
 use super::secrets::Bearer;
 use super::{Controller, DomainError};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
+use crate::contract::storage_claim::{ApplyRuntimeLocalStorageClaimRequest, ApplyRuntimeLocalStorageClaimResponse};
 use crate::contract::{Id, NodeId};
-use crate::store::FactScope;
-use serde_json::Value;
+use crate::store::{ChangeKind, FactScope};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,18 +26,35 @@ pub const NODE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The close reason of a socket whose session a newer one superseded.
 pub const SUPERSEDED: &str = "session superseded";
 
+/// A request the controller sends a node down its socket.
+#[derive(Debug, Clone)]
+pub enum NodeRequest {
+    /// `pushRuntimeChanged`: which of the node's records changed.
+    RuntimeChanged(Vec<ChangeKind>),
+    /// `applyRuntimeLocalStorageClaim`: one claim generation under the node's session.
+    ApplyClaim(ApplyRuntimeLocalStorageClaimRequest),
+}
+
+/// A node's answer to a [`NodeRequest`], as the transport read it.
+#[derive(Debug, Clone)]
+pub enum NodeAnswer {
+    /// A response to `pushRuntimeChanged` (its members are not read).
+    Acknowledged,
+    /// A response to `applyRuntimeLocalStorageClaim` that reads as one (not yet bound to the
+    /// request it answers: that is the claim pusher's judgement).
+    Claim(ApplyRuntimeLocalStorageClaimResponse),
+}
+
 /// What the transport of a link is asked to do.
 #[derive(Debug)]
 pub enum LinkCommand {
-    /// Send a request envelope down the socket and hand its answer (`Ok(response)` or
-    /// `Err(error)`, the envelope's members) to `reply`.
+    /// Send a request down the socket and hand the node's answer, read for that request, to
+    /// `reply`.
     Request {
-        /// The method.
-        method: String,
-        /// The request object.
-        request: Value,
+        /// The request.
+        request: NodeRequest,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<Value, Value>>,
+        reply: oneshot::Sender<Result<NodeAnswer, LinkError>>,
     },
     /// Close the socket cleanly, saying why (its session was superseded, or the server stops).
     Close {
@@ -59,7 +77,10 @@ pub enum LinkError {
     Timeout,
     /// The node answered with an error envelope.
     #[error("the node answered an error")]
-    Refused(Value),
+    Refused,
+    /// The node's answer does not read as the response of the method asked.
+    #[error("the node's answer is not a response of the method asked")]
+    Unreadable,
 }
 
 struct NodeLink {
@@ -177,28 +198,24 @@ impl NodeLinks {
         links.keys().cloned().collect()
     }
 
-    /// Sends `method` with `request` down the node's socket and awaits the answer.
+    /// Sends `request` down the node's socket and awaits the answer.
     pub async fn request(
         &self,
         cluster_id: &Id,
         node_id: &NodeId,
-        method: &str,
-        request: Value,
+        request: NodeRequest,
         timeout: Duration,
-    ) -> Result<Value, LinkError> {
+    ) -> Result<NodeAnswer, LinkError> {
         let (reply, answer) = oneshot::channel();
         {
             let links = self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let link = links.get(&(cluster_id.clone(), node_id.clone())).ok_or(LinkError::NotConnected)?;
-            link.commands
-                .send(LinkCommand::Request { method: method.to_owned(), request, reply })
-                .map_err(|_| LinkError::Closed)?;
+            link.commands.send(LinkCommand::Request { request, reply }).map_err(|_| LinkError::Closed)?;
         }
         match tokio::time::timeout(timeout, answer).await {
             Err(_) => Err(LinkError::Timeout),
             Ok(Err(_)) => Err(LinkError::Closed),
-            Ok(Ok(Ok(response))) => Ok(response),
-            Ok(Ok(Err(error))) => Err(LinkError::Refused(error)),
+            Ok(Ok(answer)) => answer,
         }
     }
 }

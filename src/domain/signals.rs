@@ -17,10 +17,9 @@
 //! at once, and a change that reaches every node does not make them all fetch at once.
 
 use super::Controller;
-use super::sessions::NODE_REQUEST_TIMEOUT;
+use super::sessions::{NODE_REQUEST_TIMEOUT, NodeRequest};
 use crate::contract::{Id, NodeId};
 use crate::store::{ChangeKind, SharedStore, Signal, SignalSubscription};
-use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,8 +150,7 @@ impl Controller {
         if kinds.contains(&ChangeKind::Claims) {
             self.claims.wake(cluster_id, node_id);
         }
-        let pushed: Vec<&str> =
-            PUSHED_KINDS.iter().filter(|kind| kinds.contains(kind)).map(|kind| kind.as_str()).collect();
+        let pushed: Vec<ChangeKind> = PUSHED_KINDS.iter().copied().filter(|kind| kinds.contains(kind)).collect();
         if pushed.is_empty() {
             return;
         }
@@ -163,10 +161,8 @@ impl Controller {
             // A change that touches every node is pushed at a pace the fetches it starts can be
             // served at, not to every socket at once.
             tokio::time::sleep_until(slot).await;
-            let request = json!({ "kinds": pushed });
-            if let Err(error) =
-                links.request(&cluster_id, &node_id, "pushRuntimeChanged", request, NODE_REQUEST_TIMEOUT).await
-            {
+            let request = NodeRequest::RuntimeChanged(pushed);
+            if let Err(error) = links.request(&cluster_id, &node_id, request, NODE_REQUEST_TIMEOUT).await {
                 tracing::info!(cluster = %cluster_id, node = %node_id, %error, "pushRuntimeChanged not answered");
             }
         });
