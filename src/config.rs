@@ -165,26 +165,28 @@ pub struct ServeConfig {
     pub bootstrap_identity_ttl_hours: u64,
 }
 
+/// Fails unless `value`, given as `flag`, is from `minimum` to `maximum` (both included), with
+/// a message naming the flag and the range.
+fn ensure_within(flag: &str, value: u64, minimum: u64, maximum: u64) -> anyhow::Result<()> {
+    anyhow::ensure!((minimum..=maximum).contains(&value), "{flag} must be from {minimum} to {maximum}");
+    Ok(())
+}
+
 impl ServeConfig {
     /// The HTTP and WebSocket limits, or which one is out of range.
     pub fn limits(&self) -> anyhow::Result<crate::api::Limits> {
-        let counts = [
-            ("--max-connections", self.max_connections),
-            ("--max-connections-per-peer", self.max_connections_per_peer),
-            ("--max-concurrent-long-polls", self.max_concurrent_long_polls),
-            ("--max-sockets", self.max_sockets),
+        let bounded = [
+            ("--max-connections", self.max_connections as u64, 1, 1_000_000),
+            ("--max-connections-per-peer", self.max_connections_per_peer as u64, 1, 1_000_000),
+            ("--max-concurrent-long-polls", self.max_concurrent_long_polls as u64, 1, 1_000_000),
+            ("--max-sockets", self.max_sockets as u64, 1, 1_000_000),
+            ("--body-read-timeout-ms", self.body_read_timeout_ms, 10, 3_600_000),
+            ("--header-read-timeout-ms", self.header_read_timeout_ms, 10, 3_600_000),
+            ("--first-head-timeout-ms", self.first_head_timeout_ms, 10, 3_600_000),
+            ("--socket-session-deadline-ms", self.socket_session_deadline_ms, 10, 3_600_000),
         ];
-        for (flag, count) in counts {
-            anyhow::ensure!((1..=1_000_000).contains(&count), "{flag} must be from 1 to 1000000");
-        }
-        let deadlines = [
-            ("--body-read-timeout-ms", self.body_read_timeout_ms),
-            ("--header-read-timeout-ms", self.header_read_timeout_ms),
-            ("--first-head-timeout-ms", self.first_head_timeout_ms),
-            ("--socket-session-deadline-ms", self.socket_session_deadline_ms),
-        ];
-        for (flag, milliseconds) in deadlines {
-            anyhow::ensure!((10..=3_600_000).contains(&milliseconds), "{flag} must be from 10 to 3600000");
+        for (flag, value, minimum, maximum) in bounded {
+            ensure_within(flag, value, minimum, maximum)?;
         }
         Ok(crate::api::Limits {
             body_bytes: self.body_limit_bytes,
@@ -206,32 +208,15 @@ impl ServeConfig {
         let controller_id = crate::contract::Id::parse(&self.controller_id)
             .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
         anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
-        anyhow::ensure!(
-            (100..=3_600_000).contains(&self.signing_key_check_ms),
-            "--signing-key-check-ms must be from 100 to 3600000"
-        );
-        anyhow::ensure!(
-            (1_000..=3_600_000).contains(&self.projection_sweep_ms),
-            "--projection-sweep-ms must be from 1000 to 3600000"
-        );
-        anyhow::ensure!(
-            (1_000..=86_400_000).contains(&self.reconcile_full_pass_ms),
-            "--reconcile-full-pass-ms must be from 1000 to 86400000"
-        );
+        ensure_within("--signing-key-check-ms", self.signing_key_check_ms, 100, 3_600_000)?;
+        ensure_within("--projection-sweep-ms", self.projection_sweep_ms, 1_000, 3_600_000)?;
+        ensure_within("--reconcile-full-pass-ms", self.reconcile_full_pass_ms, 1_000, 86_400_000)?;
         let registration_retry_after =
             crate::domain::registration::RetryAfterTable::parse(&self.registration_retry_after_ms)
                 .map_err(|error| anyhow::anyhow!("--registration-retry-after-ms: {error}"))?;
-        let hours = [
-            ("--registration-retention-hours", self.registration_retention_hours),
-            ("--relay-connection-retention-hours", self.relay_connection_retention_hours),
-        ];
-        for (flag, hours) in hours {
-            anyhow::ensure!((1..=100 * 365 * 24).contains(&hours), "{flag} must be from 1 to 876000");
-        }
-        anyhow::ensure!(
-            (1..=86_400).contains(&self.retention_interval_seconds),
-            "--retention-interval-seconds must be from 1 to 86400"
-        );
+        ensure_within("--registration-retention-hours", self.registration_retention_hours, 1, 100 * 365 * 24)?;
+        ensure_within("--relay-connection-retention-hours", self.relay_connection_retention_hours, 1, 100 * 365 * 24)?;
+        ensure_within("--retention-interval-seconds", self.retention_interval_seconds, 1, 86_400)?;
         let retention = crate::domain::retention::RetentionSettings {
             registration_age_ms: self.registration_retention_hours * 3_600_000,
             relay_connection_age_ms: self.relay_connection_retention_hours * 3_600_000,

@@ -96,396 +96,198 @@ pub struct Method {
     pub timeout: Timeout,
 }
 
+/// One row of [`METHODS`]: `method!(name, principal, |arguments| body)` is the method `name`
+/// called by `Principal::principal` (an administrator's names its `Access`, as in
+/// `Administrator(Read)`), whose handler runs `body` as its answer's future with `arguments` in
+/// scope. The timeout is [`Timeout::Standard`] unless a last argument names another.
+macro_rules! method {
+    (
+        $name:literal,
+        $principal:ident $(($access:ident))?,
+        |$($argument:tt),*| $body:block
+        $(, $timeout:ident)? $(,)?
+    ) => {
+        Method {
+            name: $name,
+            principal: Principal::$principal($(Access::$access,)? |$($argument),*| Box::pin(async move $body)),
+            timeout: method!(@timeout $($timeout)?),
+        }
+    };
+    (@timeout) => {
+        Timeout::Standard
+    };
+    (@timeout $timeout:ident) => {
+        Timeout::$timeout
+    };
+}
+
 /// Every method, sorted by name. `openapi/openapi.yaml` must describe exactly these.
 pub static METHODS: &[Method] = &[
-    Method {
-        name: "connectClusterRelay",
-        principal: Principal::RelayBearer(|controller, request| {
-            Box::pin(async move {
-                let request = requests::connect_cluster_relay(request)?;
-                Ok(answers::relay_connected(&controller.connect_cluster_relay(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "deleteClusterIngressRoute",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::delete_cluster_ingress_route(request)?;
-                Ok(answers::route_table(controller.delete_cluster_ingress_route(request).await?.as_ref()))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "deleteService",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                controller.delete_service(requests::delete_service(request)?).await?;
-                Ok(answers::deleted())
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "designateClusterIngress",
-        principal: Principal::Administrator(Access::Designate, |controller, caller, request| {
-            Box::pin(async move {
-                let request = requests::designate_cluster_ingress(request)?;
-                Ok(answers::designated(&controller.designate_cluster_ingress(caller, request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getCluster",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move { Ok(answers::cluster(&controller.get_cluster(requests::cluster(request)?).await?)) })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getClusterIngressDesignation",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::cluster(request)?;
-                Ok(answers::designation(controller.get_cluster_ingress_designation(request).await?.as_ref()))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getClusterIngressRouteTable",
-        principal: Principal::RelayConnection(|controller, relay, request| {
-            Box::pin(async move {
-                let request = requests::get_cluster_ingress_route_table(request)?;
-                Ok(answers::route_table(controller.get_cluster_ingress_route_table(relay, request).await?.as_ref()))
-            })
-        }),
-        timeout: Timeout::RouteTableLongPoll,
-    },
-    Method {
-        name: "getClusterIngressRoutes",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::cluster(request)?;
-                Ok(answers::route_table(controller.get_cluster_ingress_routes(request).await?.as_ref()))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getClusterNode",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::get_cluster_node(request)?;
-                Ok(answers::node(&controller.get_cluster_node(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getControllerSigningKeys",
-        principal: Principal::Anyone(|controller, request| {
-            Box::pin(async move {
-                requests::get_controller_signing_keys(request)?;
-                Ok(answers::signing_keys(&controller.get_controller_signing_keys().await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getControllerVersion",
-        principal: Principal::Anyone(|controller, request| {
-            Box::pin(async move {
-                let request = requests::get_controller_version(request)?;
-                Ok(answers::controller_version(&controller.get_controller_version(request)))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getOrganization",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::get_organization(request)?;
-                Ok(answers::organization(&controller.get_organization(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getRuntimeAssignments",
-        principal: Principal::NodeSession(|controller, socket, request| {
-            Box::pin(async move {
-                let request = requests::get_runtime_assignments(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session).await?;
-                Ok(answers::assignments(&controller.get_runtime_assignments(&session).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getRuntimeNetworkAddressPlan",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::cluster(request)?;
-                Ok(answers::network_plan(controller.get_runtime_network_address_plan(request).await?.as_ref()))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getRuntimeNetworkProjection",
-        principal: Principal::NodeSession(|controller, socket, request| {
-            Box::pin(async move {
-                let request = requests::get_runtime_network_projection(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
-                let known = request.rest()?;
-                Ok(answers::projection(
-                    controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref(),
-                ))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getRuntimeNetworkProjectionForNode",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::get_runtime_network_projection_for_node(request)?;
-                Ok(answers::node_projection(&controller.get_runtime_network_projection_for_node(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getServiceRuntimeSpec",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::get_service_runtime_spec(request)?;
-                Ok(answers::spec(&controller.get_service_runtime_spec(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "getServiceRuntimeStatus",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::get_service_runtime_status(request)?;
-                Ok(answers::status(&controller.get_service_runtime_status(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "heartbeatClusterRelay",
-        principal: Principal::RelayConnection(|controller, relay, request| {
-            Box::pin(async move {
-                requests::heartbeat_cluster_relay(request)?;
-                Ok(answers::relay_heartbeat(&controller.heartbeat_cluster_relay(relay).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "issueClusterRelayCredential",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::issue_cluster_relay_credential(request)?;
-                Ok(answers::relay_credential(&controller.issue_cluster_relay_credential(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listClusterIngressDesignations",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::list_cluster_ingress_designations(request)?;
-                Ok(answers::designations(&controller.list_cluster_ingress_designations(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listClusterIngressRegistrations",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::list_cluster_ingress_registrations(request)?;
-                Ok(answers::registrations(&controller.list_cluster_ingress_registrations(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listClusterNodes",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(
-                async move { Ok(answers::nodes(&controller.list_cluster_nodes(requests::cluster(request)?).await?)) },
-            )
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listClusters",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                requests::list_clusters(request)?;
-                Ok(answers::clusters(&controller.list_clusters().await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listRuntimeLocalStorageClaims",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::cluster(request)?;
-                Ok(answers::claims(&controller.list_runtime_local_storage_claims(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "listServiceRuntimeStatuses",
-        principal: Principal::Administrator(Access::Read, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::cluster(request)?;
-                Ok(answers::statuses(&controller.list_service_runtime_statuses(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "openRuntimeSession",
-        principal: Principal::NodeBearer(|controller, socket, request| {
-            Box::pin(async move {
-                let session = controller.open_runtime_session(requests::open_runtime_session(request)?).await?;
-                socket.attach(controller, &session);
-                controller.node_session_attached(&session);
-                Ok(answers::session(&session))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putCluster",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(
-                async move { Ok(answers::cluster(&controller.put_cluster(requests::put_cluster(request)?).await?)) },
-            )
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putClusterIngressRoute",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::put_cluster_ingress_route(request)?;
-                Ok(answers::route_table(Some(&controller.put_cluster_ingress_route(request).await?)))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putClusterNode",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::put_cluster_node(request)?;
-                Ok(answers::node_put(&controller.put_cluster_node(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putOrganization",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::put_organization(request)?;
-                Ok(answers::organization(&controller.put_organization(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putRuntimeNetworkAddressPlan",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::put_runtime_network_address_plan(request)?;
-                Ok(answers::network_plan(Some(&controller.put_runtime_network_address_plan(request).await?)))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "putServiceRuntimeSpec",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::put_service_runtime_spec(request)?;
-                Ok(answers::spec(&controller.put_service_runtime_spec(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "registerClusterIngress",
-        principal: Principal::Registration(|controller, request, relay_token| {
-            Box::pin(async move {
-                let request = requests::register_cluster_ingress(request, relay_token);
-                Ok(answers::registered(&controller.register_cluster_ingress(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "reportRuntimeAssignmentState",
-        principal: Principal::NodeSession(|controller, socket, request| {
-            Box::pin(async move {
-                let request = requests::report_runtime_assignment_state(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
-                controller.report_runtime_assignment_state(&session, request.rest()?).await?;
-                Ok(answers::recorded())
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "reportRuntimeNetworkProjectionApplied",
-        principal: Principal::NodeSession(|controller, socket, request| {
-            Box::pin(async move {
-                let request = requests::report_runtime_network_projection_applied(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
-                controller.report_runtime_network_projection_applied(&session, &request.rest()?).await?;
-                Ok(answers::recorded())
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "resolveRuntimeLocalStorageClaim",
-        principal: Principal::Administrator(Access::Admin, |controller, _, request| {
-            Box::pin(async move {
-                let request = requests::resolve_runtime_local_storage_claim(request)?;
-                Ok(answers::claim(&controller.resolve_runtime_local_storage_claim(request).await?))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
-    Method {
-        name: "resolveRuntimeSecretBindings",
-        principal: Principal::NodeSession(|controller, socket, request| {
-            Box::pin(async move {
-                let request = requests::resolve_runtime_secret_bindings(request)?;
-                let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
-                let values = controller.resolve_runtime_secret_bindings(&session, request.rest()?).await?;
-                Ok(answers::secret_values(&values))
-            })
-        }),
-        timeout: Timeout::Standard,
-    },
+    method!("connectClusterRelay", RelayBearer, |controller, request| {
+        let request = requests::connect_cluster_relay(request)?;
+        Ok(answers::relay_connected(&controller.connect_cluster_relay(request).await?))
+    }),
+    method!("deleteClusterIngressRoute", Administrator(Admin), |controller, _, request| {
+        let request = requests::delete_cluster_ingress_route(request)?;
+        Ok(answers::route_table(controller.delete_cluster_ingress_route(request).await?.as_ref()))
+    }),
+    method!("deleteService", Administrator(Admin), |controller, _, request| {
+        controller.delete_service(requests::delete_service(request)?).await?;
+        Ok(answers::deleted())
+    }),
+    method!("designateClusterIngress", Administrator(Designate), |controller, caller, request| {
+        let request = requests::designate_cluster_ingress(request)?;
+        Ok(answers::designated(&controller.designate_cluster_ingress(caller, request).await?))
+    }),
+    method!("getCluster", Administrator(Read), |controller, _, request| {
+        Ok(answers::cluster(&controller.get_cluster(requests::cluster(request)?).await?))
+    }),
+    method!("getClusterIngressDesignation", Administrator(Read), |controller, _, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::designation(controller.get_cluster_ingress_designation(request).await?.as_ref()))
+    }),
+    method!(
+        "getClusterIngressRouteTable",
+        RelayConnection,
+        |controller, relay, request| {
+            let request = requests::get_cluster_ingress_route_table(request)?;
+            Ok(answers::route_table(controller.get_cluster_ingress_route_table(relay, request).await?.as_ref()))
+        },
+        RouteTableLongPoll
+    ),
+    method!("getClusterIngressRoutes", Administrator(Read), |controller, _, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::route_table(controller.get_cluster_ingress_routes(request).await?.as_ref()))
+    }),
+    method!("getClusterNode", Administrator(Read), |controller, _, request| {
+        let request = requests::get_cluster_node(request)?;
+        Ok(answers::node(&controller.get_cluster_node(request).await?))
+    }),
+    method!("getControllerSigningKeys", Anyone, |controller, request| {
+        requests::get_controller_signing_keys(request)?;
+        Ok(answers::signing_keys(&controller.get_controller_signing_keys().await?))
+    }),
+    method!("getControllerVersion", Anyone, |controller, request| {
+        let request = requests::get_controller_version(request)?;
+        Ok(answers::controller_version(&controller.get_controller_version(request)))
+    }),
+    method!("getOrganization", Administrator(Read), |controller, _, request| {
+        let request = requests::get_organization(request)?;
+        Ok(answers::organization(&controller.get_organization(request).await?))
+    }),
+    method!("getRuntimeAssignments", NodeSession, |controller, socket, request| {
+        let request = requests::get_runtime_assignments(request)?;
+        let session = controller.check_node_session(socket.session().as_ref(), request.session).await?;
+        Ok(answers::assignments(&controller.get_runtime_assignments(&session).await?))
+    }),
+    method!("getRuntimeNetworkAddressPlan", Administrator(Read), |controller, _, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::network_plan(controller.get_runtime_network_address_plan(request).await?.as_ref()))
+    }),
+    method!("getRuntimeNetworkProjection", NodeSession, |controller, socket, request| {
+        let request = requests::get_runtime_network_projection(request)?;
+        let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+        let known = request.rest()?;
+        Ok(answers::projection(controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref()))
+    }),
+    method!("getRuntimeNetworkProjectionForNode", Administrator(Read), |controller, _, request| {
+        let request = requests::get_runtime_network_projection_for_node(request)?;
+        Ok(answers::node_projection(&controller.get_runtime_network_projection_for_node(request).await?))
+    }),
+    method!("getServiceRuntimeSpec", Administrator(Read), |controller, _, request| {
+        let request = requests::get_service_runtime_spec(request)?;
+        Ok(answers::spec(&controller.get_service_runtime_spec(request).await?))
+    }),
+    method!("getServiceRuntimeStatus", Administrator(Read), |controller, _, request| {
+        let request = requests::get_service_runtime_status(request)?;
+        Ok(answers::status(&controller.get_service_runtime_status(request).await?))
+    }),
+    method!("heartbeatClusterRelay", RelayConnection, |controller, relay, request| {
+        requests::heartbeat_cluster_relay(request)?;
+        Ok(answers::relay_heartbeat(&controller.heartbeat_cluster_relay(relay).await?))
+    }),
+    method!("issueClusterRelayCredential", Administrator(Admin), |controller, _, request| {
+        let request = requests::issue_cluster_relay_credential(request)?;
+        Ok(answers::relay_credential(&controller.issue_cluster_relay_credential(request).await?))
+    }),
+    method!("listClusterIngressDesignations", Administrator(Read), |controller, _, request| {
+        let request = requests::list_cluster_ingress_designations(request)?;
+        Ok(answers::designations(&controller.list_cluster_ingress_designations(request).await?))
+    }),
+    method!("listClusterIngressRegistrations", Administrator(Read), |controller, _, request| {
+        let request = requests::list_cluster_ingress_registrations(request)?;
+        Ok(answers::registrations(&controller.list_cluster_ingress_registrations(request).await?))
+    }),
+    method!("listClusterNodes", Administrator(Read), |controller, _, request| {
+        Ok(answers::nodes(&controller.list_cluster_nodes(requests::cluster(request)?).await?))
+    }),
+    method!("listClusters", Administrator(Read), |controller, _, request| {
+        requests::list_clusters(request)?;
+        Ok(answers::clusters(&controller.list_clusters().await?))
+    }),
+    method!("listRuntimeLocalStorageClaims", Administrator(Read), |controller, _, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::claims(&controller.list_runtime_local_storage_claims(request).await?))
+    }),
+    method!("listServiceRuntimeStatuses", Administrator(Read), |controller, _, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::statuses(&controller.list_service_runtime_statuses(request).await?))
+    }),
+    method!("openRuntimeSession", NodeBearer, |controller, socket, request| {
+        let session = controller.open_runtime_session(requests::open_runtime_session(request)?).await?;
+        socket.attach(controller, &session);
+        controller.node_session_attached(&session);
+        Ok(answers::session(&session))
+    }),
+    method!("putCluster", Administrator(Admin), |controller, _, request| {
+        Ok(answers::cluster(&controller.put_cluster(requests::put_cluster(request)?).await?))
+    }),
+    method!("putClusterIngressRoute", Administrator(Admin), |controller, _, request| {
+        let request = requests::put_cluster_ingress_route(request)?;
+        Ok(answers::route_table(Some(&controller.put_cluster_ingress_route(request).await?)))
+    }),
+    method!("putClusterNode", Administrator(Admin), |controller, _, request| {
+        let request = requests::put_cluster_node(request)?;
+        Ok(answers::node_put(&controller.put_cluster_node(request).await?))
+    }),
+    method!("putOrganization", Administrator(Admin), |controller, _, request| {
+        let request = requests::put_organization(request)?;
+        Ok(answers::organization(&controller.put_organization(request).await?))
+    }),
+    method!("putRuntimeNetworkAddressPlan", Administrator(Admin), |controller, _, request| {
+        let request = requests::put_runtime_network_address_plan(request)?;
+        Ok(answers::network_plan(Some(&controller.put_runtime_network_address_plan(request).await?)))
+    }),
+    method!("putServiceRuntimeSpec", Administrator(Admin), |controller, _, request| {
+        let request = requests::put_service_runtime_spec(request)?;
+        Ok(answers::spec(&controller.put_service_runtime_spec(request).await?))
+    }),
+    method!("registerClusterIngress", Registration, |controller, request, relay_token| {
+        let request = requests::register_cluster_ingress(request, relay_token);
+        Ok(answers::registered(&controller.register_cluster_ingress(request).await?))
+    }),
+    method!("reportRuntimeAssignmentState", NodeSession, |controller, socket, request| {
+        let request = requests::report_runtime_assignment_state(request)?;
+        let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+        controller.report_runtime_assignment_state(&session, request.rest()?).await?;
+        Ok(answers::recorded())
+    }),
+    method!("reportRuntimeNetworkProjectionApplied", NodeSession, |controller, socket, request| {
+        let request = requests::report_runtime_network_projection_applied(request)?;
+        let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+        controller.report_runtime_network_projection_applied(&session, &request.rest()?).await?;
+        Ok(answers::recorded())
+    }),
+    method!("resolveRuntimeLocalStorageClaim", Administrator(Admin), |controller, _, request| {
+        let request = requests::resolve_runtime_local_storage_claim(request)?;
+        Ok(answers::claim(&controller.resolve_runtime_local_storage_claim(request).await?))
+    }),
+    method!("resolveRuntimeSecretBindings", NodeSession, |controller, socket, request| {
+        let request = requests::resolve_runtime_secret_bindings(request)?;
+        let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
+        let values = controller.resolve_runtime_secret_bindings(&session, request.rest()?).await?;
+        Ok(answers::secret_values(&values))
+    }),
 ];
 
 /// The row of `name`, if this controller answers it.

@@ -6,13 +6,13 @@
 //! could not hold them (`environment-too-large`, `ports-too-many`).
 
 use super::designation::SecretVersionReference;
-use super::kind::{DigestedRecord, RecordKind, Rejected, validate_digested};
+use super::kind::{DigestedRecord, RecordKind, Rejected, digested_record, validate_digested};
 use super::primitives::{Id, NodeId, Protocol, Sha256Digest};
 use super::reader::{
     Invalid, Parsed, Record, compare_bytes, counter, digest, id, list, node_id, port, protocol, require,
     strictly_ascending, string,
 };
-use super::reference::{AuthorityReference, Revision};
+use super::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision};
 use super::session::ControllerReference;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
@@ -248,48 +248,22 @@ pub struct RuntimeAssignment {
     pub digest: Sha256Digest,
 }
 
-impl RuntimeAssignment {
-    /// `getReference(assignment)`: `{ id, generation, digest }`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-}
-
-impl DigestedRecord for RuntimeAssignment {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_assignment(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-}
+digested_record!(revised RuntimeAssignment, KIND, snapshot_runtime_assignment);
 
 /// `snapshotRuntimeAssignment`: detached exact-schema snapshot; the digest is a separate check.
 pub fn snapshot_runtime_assignment(value: &Value) -> Result<RuntimeAssignment, Rejected> {
     read_assignment(value).map_err(|_| Rejected::of(KIND))
 }
 
+/// The members a runtime assignment shares with the local storage claims it mounts, in both
+/// records' key order: the issuing controller and where the service's replica runs. The claim
+/// binds to an assignment only when all six agree.
+pub(crate) const PLACEMENT_KEYS: [&str; 6] =
+    ["controller", "organizationId", "clusterId", "nodeId", "runtimeNamespace", "serviceId"];
+
 fn read_assignment(value: &Value) -> Parsed<RuntimeAssignment> {
-    let record = Record::exact(
-        value,
-        &[
-            "id",
-            "generation",
-            "previous",
-            "controller",
-            "organizationId",
-            "clusterId",
-            "nodeId",
-            "runtimeNamespace",
-            "serviceId",
-            "specRevision",
-            "workload",
-            "digest",
-        ],
-    )?;
+    let record =
+        Record::with_parts(value, &[&REVISED_RECORD_KEYS, &PLACEMENT_KEYS, &["specRevision", "workload"]], &[])?;
     let Revision { id: assignment_id, generation, previous } = Revision::read(&record)?;
     Ok(RuntimeAssignment {
         id: assignment_id,

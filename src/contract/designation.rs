@@ -1,10 +1,10 @@
 //! The cluster ingress designation of a cluster born on Pallet (seed `data/clusteringressdesignation.ts`,
 //! `03-designation.md`).
 
-use super::kind::{DigestedRecord, RecordKind, Rejected, validate_digested};
+use super::kind::{DigestedRecord, RecordKind, Rejected, digested_record, validate_digested};
 use super::primitives::{Id, Sha256Digest};
-use super::reader::{Parsed, Record, counter, digest, generation, id, nullable, require, string};
-use super::reference::{AuthorityReference, Revision};
+use super::reader::{Parsed, Record, counter, digest, generation, id, nullable, parsed, require};
+use super::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision};
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -58,7 +58,7 @@ impl ClusterRuntimeReference {
         let record = Record::exact(value, &["id", "phase", "generation"])?;
         Ok(ClusterRuntimeReference {
             id: record.read("id", id)?,
-            phase: record.read("phase", |value| RuntimePhase::parse(string(value)?).ok_or(super::reader::Invalid))?,
+            phase: record.read("phase", |value| parsed(value, RuntimePhase::parse))?,
             generation: record.read("generation", generation)?,
         })
     }
@@ -171,24 +171,7 @@ pub struct ClusterIngressDesignation {
     pub digest: Sha256Digest,
 }
 
-impl ClusterIngressDesignation {
-    /// `getReference(designation)`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-}
-
-impl DigestedRecord for ClusterIngressDesignation {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_cluster_ingress_designation(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-}
+digested_record!(revised ClusterIngressDesignation, KIND, snapshot_cluster_ingress_designation);
 
 /// `snapshotClusterIngressDesignation`: detached exact-schema snapshot; the digest is a separate check.
 pub fn snapshot_cluster_ingress_designation(value: &Value) -> Result<ClusterIngressDesignation, Rejected> {
@@ -196,22 +179,9 @@ pub fn snapshot_cluster_ingress_designation(value: &Value) -> Result<ClusterIngr
 }
 
 fn read_designation(value: &Value) -> Parsed<ClusterIngressDesignation> {
-    let record = Record::exact(
-        value,
-        &[
-            "id",
-            "generation",
-            "previous",
-            "clusterId",
-            "runtime",
-            "ingressServiceId",
-            "preparedSpecRevision",
-            "credential",
-            "actorId",
-            "acceptedAt",
-            "digest",
-        ],
-    )?;
+    const OWN_KEYS: [&str; 7] =
+        ["clusterId", "runtime", "ingressServiceId", "preparedSpecRevision", "credential", "actorId", "acceptedAt"];
+    let record = Record::with_parts(value, &[&REVISED_RECORD_KEYS, &OWN_KEYS], &[])?;
     let Revision { id: designation_id, generation, previous } = Revision::read(&record)?;
     let cluster_id = record.read("clusterId", id)?;
     Ok(ClusterIngressDesignation {

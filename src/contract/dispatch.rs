@@ -6,12 +6,42 @@ use super::primitives::Sha256Digest;
 use super::{assignment, designation, network, registration, service_status, storage_claim};
 use serde_json::Value;
 
-fn digest_as<T: DigestedRecord>(value: &Value) -> Result<Sha256Digest, Rejected> {
-    Ok(T::snapshot(value)?.compute_digest())
+/// What the table asks of a digested record's snapshot, whatever its kind.
+trait Snapshot {
+    fn digest(&self) -> Sha256Digest;
+    fn to_value(&self) -> Value;
 }
 
-fn snapshot_as<T: DigestedRecord>(value: &Value) -> Result<Value, Rejected> {
-    Ok(T::snapshot(value)?.to_value())
+impl<T: DigestedRecord> Snapshot for T {
+    fn digest(&self) -> Sha256Digest {
+        self.compute_digest()
+    }
+
+    fn to_value(&self) -> Value {
+        DigestedRecord::to_value(self)
+    }
+}
+
+type SnapshotFn = fn(&Value) -> Result<Box<dyn Snapshot>, Rejected>;
+
+fn snapshot_as<T: DigestedRecord + 'static>(value: &Value) -> Result<Box<dyn Snapshot>, Rejected> {
+    Ok(Box::new(T::snapshot(value)?))
+}
+
+/// The snapshot of a digested `kind` (`None` for a kind without a digest).
+fn snapshot_of(kind: RecordKind) -> Option<SnapshotFn> {
+    Some(match kind {
+        RecordKind::ClusterIngressDesignation => snapshot_as::<designation::ClusterIngressDesignation>,
+        RecordKind::RuntimeLocalStorageClaim => snapshot_as::<storage_claim::RuntimeLocalStorageClaim>,
+        RecordKind::RuntimeNetworkProjection => snapshot_as::<network::projection::RuntimeNetworkProjection>,
+        RecordKind::RuntimeNetworkLease => snapshot_as::<network::lease::RuntimeNetworkLease>,
+        RecordKind::RuntimeNetworkAddressPlan => snapshot_as::<network::address_plan::RuntimeNetworkAddressPlan>,
+        RecordKind::RuntimeNetworkProtectedAuthority => {
+            snapshot_as::<network::authority::RuntimeNetworkProtectedAuthority>
+        }
+        RecordKind::RuntimeAssignment => snapshot_as::<assignment::RuntimeAssignment>,
+        _ => return None,
+    })
 }
 
 /// Every violation of `value` as a record of `kind` (empty when valid).
@@ -47,34 +77,10 @@ pub fn validate(kind: RecordKind, value: &Value) -> Vec<String> {
 /// The digest of `value` as a record of a digested `kind`: `None` for a kind without a digest,
 /// `Some(Err)` when the value fails the kind's snapshot.
 pub fn digest(kind: RecordKind, value: &Value) -> Option<Result<Sha256Digest, Rejected>> {
-    let digest_of: fn(&Value) -> Result<Sha256Digest, Rejected> = match kind {
-        RecordKind::ClusterIngressDesignation => digest_as::<designation::ClusterIngressDesignation>,
-        RecordKind::RuntimeLocalStorageClaim => digest_as::<storage_claim::RuntimeLocalStorageClaim>,
-        RecordKind::RuntimeNetworkProjection => digest_as::<network::projection::RuntimeNetworkProjection>,
-        RecordKind::RuntimeNetworkLease => digest_as::<network::lease::RuntimeNetworkLease>,
-        RecordKind::RuntimeNetworkAddressPlan => digest_as::<network::address_plan::RuntimeNetworkAddressPlan>,
-        RecordKind::RuntimeNetworkProtectedAuthority => {
-            digest_as::<network::authority::RuntimeNetworkProtectedAuthority>
-        }
-        RecordKind::RuntimeAssignment => digest_as::<assignment::RuntimeAssignment>,
-        _ => return None,
-    };
-    Some(digest_of(value))
+    Some(snapshot_of(kind)?(value).map(|record| record.digest()))
 }
 
 /// The snapshot of a digested record, serialized back to wire JSON (`None` for other kinds).
 pub fn snapshot_value(kind: RecordKind, value: &Value) -> Option<Result<Value, Rejected>> {
-    let snapshot_of: fn(&Value) -> Result<Value, Rejected> = match kind {
-        RecordKind::ClusterIngressDesignation => snapshot_as::<designation::ClusterIngressDesignation>,
-        RecordKind::RuntimeLocalStorageClaim => snapshot_as::<storage_claim::RuntimeLocalStorageClaim>,
-        RecordKind::RuntimeNetworkProjection => snapshot_as::<network::projection::RuntimeNetworkProjection>,
-        RecordKind::RuntimeNetworkLease => snapshot_as::<network::lease::RuntimeNetworkLease>,
-        RecordKind::RuntimeNetworkAddressPlan => snapshot_as::<network::address_plan::RuntimeNetworkAddressPlan>,
-        RecordKind::RuntimeNetworkProtectedAuthority => {
-            snapshot_as::<network::authority::RuntimeNetworkProtectedAuthority>
-        }
-        RecordKind::RuntimeAssignment => snapshot_as::<assignment::RuntimeAssignment>,
-        _ => return None,
-    };
-    Some(snapshot_of(value))
+    Some(snapshot_of(kind)?(value).map(|record| record.to_value()))
 }

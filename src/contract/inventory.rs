@@ -166,6 +166,21 @@ pub fn parse_cluster(value: &Value) -> Result<ClusterSpec, Vec<String>> {
     }
 }
 
+/// True for a lowercase DNS name: 1 to 253 characters, dot-separated labels of 1 to 63 of
+/// `a-z`, `0-9` and `-`, neither starting nor ending with `-`, no trailing dot (the host of a
+/// canonical origin, and an ingress route's hostname).
+pub fn is_lowercase_dns_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+        })
+}
+
 /// True for an exact URL origin in canonical form: scheme `http` or `https`, a lowercase host
 /// (DNS name or IPv4), a port only when it is not the scheme's default, no path, no trailing
 /// slash (`https://relay.example.net:8443`).
@@ -181,15 +196,7 @@ pub fn is_canonical_origin(origin: &str) -> bool {
         Some((host, port)) => (host, Some(port)),
         None => (rest, None),
     };
-    let host_ok = !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
-        });
+    let host_ok = is_lowercase_dns_name(host);
     let port_ok = match port {
         None => true,
         Some(port) => {

@@ -188,6 +188,44 @@ pub trait DigestedRecord: Serialize + Sized {
     }
 }
 
+/// Implements [`DigestedRecord`] for `$record` of kind `$kind`, read by `$snapshot`, whose stated
+/// digest is its `digest` member. Items after those (a faster `compute_digest`) go into the impl
+/// as written. A `revised` record (one with `id`, `generation` and `previous`) also gets its
+/// `reference`.
+macro_rules! digested_record {
+    (revised $record:ty, $($rest:tt)*) => {
+        $crate::contract::kind::digested_record!($record, $($rest)*);
+
+        impl $record {
+            /// `getReference(record)`: `{ id, generation, digest }`, the reference that names
+            /// this generation (the next generation's `previous`, or another record's link to it).
+            pub fn reference(&self) -> $crate::contract::reference::AuthorityReference {
+                $crate::contract::reference::AuthorityReference {
+                    id: self.id.clone(),
+                    generation: self.generation,
+                    digest: self.digest.clone(),
+                }
+            }
+        }
+    };
+    ($record:ty, $kind:expr, $snapshot:path $(, $item:item)* $(,)?) => {
+        impl $crate::contract::kind::DigestedRecord for $record {
+            const KIND: $crate::contract::kind::RecordKind = $kind;
+
+            fn snapshot(value: &::serde_json::Value) -> Result<Self, $crate::contract::kind::Rejected> {
+                $snapshot(value)
+            }
+
+            fn stated_digest(&self) -> &$crate::contract::primitives::Sha256Digest {
+                &self.digest
+            }
+
+            $($item)*
+        }
+    };
+}
+pub(crate) use digested_record;
+
 /// The generic `validate*` of a digested record: the schema, then the digest
 /// (`<label> must use its exact canonical schema` or `<label> digest does not match`).
 pub fn validate_digested<T: DigestedRecord>(value: &Value) -> Vec<String> {

@@ -34,10 +34,17 @@ impl<'a> Record<'a> {
     /// Reads `value` as an object with every `required` key, any of the `optional` keys, and
     /// no other key.
     pub fn with_optional(value: &'a Value, required: &[&str], optional: &[&str]) -> Parsed<Self> {
+        Self::with_parts(value, &[required], optional)
+    }
+
+    /// Reads `value` as an object with every key of the `required` parts (a record's members
+    /// shared with other records, then its own), any of the `optional` keys, and no other key.
+    pub fn with_parts(value: &'a Value, required: &[&[&str]], optional: &[&str]) -> Parsed<Self> {
         let members = value.as_object().ok_or(Invalid)?;
-        require(required.iter().all(|key| members.contains_key(*key)))?;
+        require(required.iter().flat_map(|part| part.iter()).all(|key| members.contains_key(*key)))?;
+        let required_count: usize = required.iter().map(|part| part.len()).sum();
         let optional_present = optional.iter().filter(|key| members.contains_key(**key)).count();
-        require(members.len() == required.len() + optional_present)?;
+        require(members.len() == required_count + optional_present)?;
         Ok(Record { members })
     }
 
@@ -78,19 +85,37 @@ pub fn literal(value: &Value, expected: &str) -> Parsed<()> {
     require(value.as_str() == Some(expected))
 }
 
-/// An `Id`.
-pub fn id(value: &Value) -> Parsed<Id> {
-    Id::parse(string(value)?).ok_or(Invalid)
+/// A string parsed by `parse`.
+pub fn parsed<T>(value: &Value, parse: impl FnOnce(&str) -> Option<T>) -> Parsed<T> {
+    parse(string(value)?).ok_or(Invalid)
 }
 
-/// A `NodeId`.
-pub fn node_id(value: &Value) -> Parsed<NodeId> {
-    NodeId::parse(string(value)?).ok_or(Invalid)
+/// Defines a reader per contract type written as a string: the string, parsed by the type's own
+/// `parse`.
+macro_rules! string_readers {
+    ($($(#[$doc:meta])* $reader:ident -> $type:ident;)+) => {
+        $(
+            $(#[$doc])*
+            pub fn $reader(value: &Value) -> Parsed<$type> {
+                parsed(value, $type::parse)
+            }
+        )+
+    };
 }
 
-/// A `TSha256Digest`.
-pub fn digest(value: &Value) -> Parsed<Sha256Digest> {
-    Sha256Digest::parse(string(value)?).ok_or(Invalid)
+string_readers! {
+    /// An `Id`.
+    id -> Id;
+    /// A `NodeId`.
+    node_id -> NodeId;
+    /// A `TSha256Digest`.
+    digest -> Sha256Digest;
+    /// A `Protocol`.
+    protocol -> Protocol;
+    /// An `Ipv4`.
+    ipv4 -> Ipv4;
+    /// An `Ipv4Prefix`.
+    ipv4_prefix -> Ipv4Prefix;
 }
 
 /// A `Counter`: an integer 0 ≤ n ≤ 2^53 − 1. Floats (even `1.0`) are refused.
@@ -114,21 +139,6 @@ pub fn counter_in(value: &Value, minimum: u64, maximum: u64) -> Parsed<u64> {
 /// A `Port`: 1 ≤ n ≤ 65535.
 pub fn port(value: &Value) -> Parsed<u16> {
     counter_in(value, 1, MAX_PORT).map(|n| n as u16)
-}
-
-/// A `Protocol`.
-pub fn protocol(value: &Value) -> Parsed<Protocol> {
-    Protocol::parse(string(value)?).ok_or(Invalid)
-}
-
-/// An `Ipv4`.
-pub fn ipv4(value: &Value) -> Parsed<Ipv4> {
-    Ipv4::parse(string(value)?).ok_or(Invalid)
-}
-
-/// An `Ipv4Prefix`.
-pub fn ipv4_prefix(value: &Value) -> Parsed<Ipv4Prefix> {
-    Ipv4Prefix::parse(string(value)?).ok_or(Invalid)
 }
 
 /// `null` or a value read by `read`.

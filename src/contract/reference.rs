@@ -46,6 +46,9 @@ fn canonical_string_cmp(left: &str, right: &str) -> Ordering {
     left.as_bytes().cmp(right.as_bytes())
 }
 
+/// The members every revised record has besides its own: the revision members and `digest`.
+pub const REVISED_RECORD_KEYS: [&str; 4] = ["id", "generation", "previous", "digest"];
+
 /// The revision members of a revised record: `id`, `generation`, `previous`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revision {

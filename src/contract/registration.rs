@@ -12,7 +12,7 @@
 use super::kind::{RecordKind, Rejected};
 use super::primitives::NodeId;
 use super::reader::{
-    Invalid, Parsed, Record, compare_bytes, counter, generation, node_id, require, strictly_ascending, string,
+    Invalid, Parsed, Record, compare_bytes, counter, generation, node_id, parsed, require, strictly_ascending, string,
 };
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
@@ -300,7 +300,7 @@ pub fn is_capability(text: &str) -> bool {
 }
 
 fn read_bearer(value: &Value) -> Parsed<RedactedBearer> {
-    RedactedBearer::parse(string(value)?).ok_or(Invalid)
+    parsed(value, RedactedBearer::parse)
 }
 
 fn read_version(value: &Value) -> Parsed<String> {
@@ -572,7 +572,7 @@ fn read_refusal_code(value: &Value) -> Parsed<()> {
 }
 
 fn read_refusal_reason(value: &Value) -> Parsed<RefusalReason> {
-    RefusalReason::parse(string(value)?).ok_or(Invalid)
+    parsed(value, RefusalReason::parse)
 }
 
 fn read_retry_after_ms(value: &Value) -> Parsed<u64> {

@@ -3,7 +3,7 @@
 //! `IRuntimeSessionReference`, the node's current session.
 
 use super::primitives::{Id, NodeId};
-use super::reader::{Invalid, Parsed, Record, generation, id, node_id, string};
+use super::reader::{Parsed, Record, generation, id, node_id, parsed};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,7 +40,7 @@ impl ControllerKind {
 
     /// Reads a controller kind from JSON.
     pub fn read(value: &Value) -> Parsed<Self> {
-        ControllerKind::parse(string(value)?).ok_or(Invalid)
+        parsed(value, ControllerKind::parse)
     }
 }
 
@@ -109,6 +109,7 @@ impl RuntimeSessionReference {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::reader::Invalid;
     use serde_json::json;
 
     fn session() -> Value {

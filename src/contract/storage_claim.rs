@@ -3,11 +3,13 @@
 //! node-local volume of one service, and the `applyRuntimeLocalStorageClaim` exchange that pushes
 //! it to its node.
 
-use super::assignment::RuntimeAssignment;
-use super::kind::{DigestedRecord, RecordKind, Rejected, validate_digested};
+use super::assignment::{PLACEMENT_KEYS, RuntimeAssignment};
+use super::kind::{DigestedRecord, RecordKind, Rejected, digested_record, validate_digested};
 use super::primitives::{Id, NodeId, Sha256Digest};
-use super::reader::{Invalid, Parsed, Record, boolean, counter_in, digest, id, literal, node_id, require, string};
-use super::reference::{AuthorityReference, Revision};
+use super::reader::{
+    Invalid, Parsed, Record, boolean, counter_in, digest, id, literal, node_id, parsed, require, string,
+};
+use super::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision};
 use super::session::{ControllerReference, RuntimeSessionReference};
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
@@ -176,7 +178,7 @@ impl LocalStorageMount {
     fn read(value: &Value) -> Parsed<Self> {
         let record = Record::exact(value, &["mountPath", "readOnly"])?;
         Ok(LocalStorageMount {
-            mount_path: record.read("mountPath", |value| MountPath::parse(string(value)?).ok_or(Invalid))?,
+            mount_path: record.read("mountPath", |value| parsed(value, MountPath::parse))?,
             read_only: record.read("readOnly", boolean)?,
         })
     }
@@ -284,29 +286,13 @@ impl Serialize for RuntimeLocalStorageClaim {
 }
 
 impl RuntimeLocalStorageClaim {
-    /// `getRuntimeLocalStorageClaimReference(claim)`: `{ id, generation, digest }`, the reference an
-    /// assignment seals in `workload.storage`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-
     /// True when the stated digest is the digest of the content.
     pub fn digest_matches(&self) -> bool {
         self.compute_digest() == self.digest
     }
 }
 
-impl DigestedRecord for RuntimeLocalStorageClaim {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_local_storage_claim(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-}
+digested_record!(revised RuntimeLocalStorageClaim, KIND, snapshot_runtime_local_storage_claim);
 
 /// `snapshotRuntimeLocalStorageClaim`: detached exact-schema snapshot; the digest is a separate
 /// check. Rejects with `Runtime local storage claim contract rejected.`
@@ -315,29 +301,17 @@ pub fn snapshot_runtime_local_storage_claim(value: &Value) -> Result<RuntimeLoca
 }
 
 fn read_claim(value: &Value) -> Parsed<RuntimeLocalStorageClaim> {
-    let record = Record::exact(
-        value,
-        &[
-            "id",
-            "generation",
-            "previous",
-            "controller",
-            "organizationId",
-            "clusterId",
-            "nodeId",
-            "runtimeNamespace",
-            "serviceId",
-            "volumeId",
-            "source",
-            "initialization",
-            "initialOwnership",
-            "mount",
-            "accessMode",
-            "reclaimPolicy",
-            "lifecycle",
-            "digest",
-        ],
-    )?;
+    const OWN_KEYS: [&str; 8] = [
+        "volumeId",
+        "source",
+        "initialization",
+        "initialOwnership",
+        "mount",
+        "accessMode",
+        "reclaimPolicy",
+        "lifecycle",
+    ];
+    let record = Record::with_parts(value, &[&REVISED_RECORD_KEYS, &PLACEMENT_KEYS, &OWN_KEYS], &[])?;
     let Revision { id: claim_id, generation, previous } = Revision::read(&record)?;
     let lifecycle = record.read("lifecycle", LocalStorageLifecycle::read)?;
     require(lifecycle == LocalStorageLifecycle::Bound || generation >= 2)?;
@@ -569,7 +543,7 @@ fn read_response(value: &Value) -> Parsed<ApplyRuntimeLocalStorageClaimResponse>
     let record = Record::exact(value, &["status", "state", "claim"])?;
     Ok(ApplyRuntimeLocalStorageClaimResponse {
         status: record.read("status", ApplyRuntimeLocalStorageClaimStatus::read)?,
-        state: record.read("state", |value| LocalStorageClaimNodeState::parse(string(value)?).ok_or(Invalid))?,
+        state: record.read("state", |value| parsed(value, LocalStorageClaimNodeState::parse))?,
         claim: record.read("claim", AuthorityReference::read)?,
     })
 }

@@ -211,25 +211,37 @@ pub fn node_inputs(facts: &ProjectionFacts) -> Vec<NodeInputs> {
             }
             grants.sort_by(WorkloadIngressGrant::order_cmp);
             grants.dedup_by(|later, earlier| later.order_cmp(earlier).is_eq());
-            let mut endpoint_ids: BTreeSet<&Id> = own.iter().map(|lease| &lease.id).collect();
-            for grant in &grants {
-                endpoint_ids.insert(&grant.source.id);
-                endpoint_ids.insert(&grant.destination.id);
-            }
-            let mut endpoints: Vec<RuntimeNetworkLease> = endpoint_ids
-                .into_iter()
-                .filter_map(|id| lease_by_id(&facts.leases, id).map(|lease| lease.as_ref().clone()))
-                .collect();
-            endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
-            NodeInputs {
-                node_id: node.id.clone(),
-                runtime_namespace: node.runtime_namespace.clone(),
-                endpoints,
-                grants,
-                host_platform_endpoint_ids: host_platform_endpoint_ids(node, stored),
-            }
+            let lease = |id: &Id| lease_by_id(&facts.leases, id).map(|lease| lease.as_ref().clone());
+            NodeInputs::of(node, own.iter().map(|lease| &lease.id), grants, lease, stored)
         })
         .collect()
+}
+
+impl NodeInputs {
+    /// The inputs of `node` with its `grants`: its endpoints are its `own` leases and the leases
+    /// at either end of each grant, found by `lease` and sorted by id.
+    fn of<'a>(
+        node: &NodeSpec,
+        own: impl Iterator<Item = &'a Id>,
+        grants: Vec<WorkloadIngressGrant>,
+        lease: impl Fn(&Id) -> Option<RuntimeNetworkLease>,
+        stored: &crate::store::StoredNetworkPlan,
+    ) -> Self {
+        let mut endpoint_ids: BTreeSet<&Id> = own.collect();
+        for grant in &grants {
+            endpoint_ids.insert(&grant.source.id);
+            endpoint_ids.insert(&grant.destination.id);
+        }
+        let mut endpoints: Vec<RuntimeNetworkLease> = endpoint_ids.into_iter().filter_map(lease).collect();
+        endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
+        NodeInputs {
+            node_id: node.id.clone(),
+            runtime_namespace: node.runtime_namespace.clone(),
+            endpoints,
+            grants,
+            host_platform_endpoint_ids: host_platform_endpoint_ids(node, stored),
+        }
+    }
 }
 
 /// The authority's platform endpoints whose address the node's host carries, sorted by id.
@@ -854,22 +866,9 @@ mod oracle {
                     .get(&node.id)
                     .map(|grants| grants.iter().map(|grant| (*grant).clone()).collect())
                     .unwrap_or_default();
-                let mut endpoint_ids: BTreeSet<&str> =
-                    leases_on.get(&node.id).into_iter().flatten().map(|lease| lease.id.as_str()).collect();
-                for grant in &grants {
-                    endpoint_ids.insert(grant.source.id.as_str());
-                    endpoint_ids.insert(grant.destination.id.as_str());
-                }
-                let mut endpoints: Vec<RuntimeNetworkLease> =
-                    endpoint_ids.iter().filter_map(|id| leases.get(id).map(|lease| (*lease).clone())).collect();
-                endpoints.sort_by(|left, right| compare_bytes(left.id.as_str(), right.id.as_str()));
-                NodeInputs {
-                    node_id: node.id.clone(),
-                    runtime_namespace: node.runtime_namespace.clone(),
-                    endpoints,
-                    grants,
-                    host_platform_endpoint_ids: host_platform_endpoint_ids(node, stored),
-                }
+                let own = leases_on.get(&node.id).into_iter().flatten().map(|lease| &lease.id);
+                let lease = |id: &Id| leases.get(id.as_str()).map(|lease| (*lease).clone());
+                NodeInputs::of(node, own, grants, lease, stored)
             })
             .collect()
     }

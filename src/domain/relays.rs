@@ -19,6 +19,8 @@
 
 use super::secrets::{Bearer, hash_value};
 use super::{ClusterRequest, Controller, DomainError};
+/// The hostname rule of a route, the contract's (also the host rule of a canonical origin).
+pub use crate::contract::inventory::is_lowercase_dns_name;
 use crate::contract::{Id, Protocol};
 use crate::store::relays::{IngressRoute, RelayHeartbeat, StoredRelayConnection, StoredRouteTable};
 use crate::store::{MissingKind, PutOutcome};
@@ -36,9 +38,6 @@ pub const RELAY_TOKEN_PREFIX: &str = "szrc_";
 /// How often a held `getClusterIngressRouteTable` re-reads the revision from the store, to see
 /// writes made by other controller processes.
 pub const ROUTE_TABLE_RECHECK: Duration = Duration::from_millis(250);
-
-/// The longest hostname of a route (a DNS name).
-const MAX_HOSTNAME: usize = 253;
 
 /// `IClusterRelay`: `{ clusterId, relayId, origin }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,20 +170,6 @@ impl RouteTableWatch {
 /// sharing the database agrees) and its last connect or heartbeat is younger than `lease_ms`.
 pub fn is_elected(connection: &StoredRelayConnection, highest_epoch: u64, now_ms: u64, lease_ms: u64) -> bool {
     connection.epoch == highest_epoch && now_ms.saturating_sub(connection.last_seen_ms) < lease_ms
-}
-
-/// True for a lowercase DNS name: 1 to 253 characters, dot-separated labels of 1 to 63 of
-/// `a-z`, `0-9` and `-`, neither starting nor ending with `-`, no trailing dot.
-pub fn is_lowercase_dns_name(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= MAX_HOSTNAME
-        && text.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
-        })
 }
 
 fn invalid(violation: &str) -> DomainError {
@@ -353,16 +338,9 @@ impl Controller {
             )));
         }
         let outcome = self.store.put_ingress_route(&cluster_id, &route).await?;
-        self.route_tables.changed(&cluster_id);
-        self.routes_changed(&cluster_id).await;
-        match outcome {
-            PutOutcome::Written(table) => {
-                tracing::info!(cluster = %cluster_id, hostname = %route.hostname, revision = table.revision, "ingress route put");
-                Ok(table)
-            }
-            PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
-        }
+        let table = self.route_written(&cluster_id, outcome).await?;
+        tracing::info!(cluster = %cluster_id, hostname = %route.hostname, revision = table.revision, "ingress route put");
+        Ok(table)
     }
 
     /// `deleteClusterIngressRoute` (admin) → `{ table }` (`null` when the cluster never had a
@@ -373,13 +351,20 @@ impl Controller {
     ) -> Result<Option<StoredRouteTable>, DomainError> {
         let DeleteClusterIngressRouteRequest { cluster_id, hostname } = request;
         let outcome = self.store.delete_ingress_route(&cluster_id, &hostname).await?;
-        self.route_tables.changed(&cluster_id);
-        self.routes_changed(&cluster_id).await;
+        let table = self.route_written(&cluster_id, outcome).await?;
+        tracing::info!(cluster = %cluster_id, %hostname, "ingress route deleted");
+        Ok(table)
+    }
+
+    /// What follows a route put or delete, whatever its outcome: the cluster's route table
+    /// watchers are woken and its projections issued. Answers the written table, `not-found`
+    /// when the store misses what the route names, and an internal error for a revision or
+    /// designation-kind conflict, which a route write is not expected to meet.
+    async fn route_written<T>(&self, cluster_id: &Id, outcome: PutOutcome<T>) -> Result<T, DomainError> {
+        self.route_tables.changed(cluster_id);
+        self.routes_changed(cluster_id).await;
         match outcome {
-            PutOutcome::Written(table) => {
-                tracing::info!(cluster = %cluster_id, %hostname, "ingress route deleted");
-                Ok(table)
-            }
+            PutOutcome::Written(table) => Ok(table),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
         }

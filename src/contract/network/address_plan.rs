@@ -7,7 +7,7 @@
 //! every rule.
 
 use super::authority::{MAXIMUM_PLATFORM_ENDPOINTS, PlatformEndpoint};
-use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, compute_digest};
+use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, compute_digest, digested_record};
 use crate::contract::primitives::{Id, Ipv4, Ipv4Prefix, Sha256Digest};
 use crate::contract::reader::{
     Invalid, Parsed, Record, compare_bytes, digest, generation, id, ipv4, ipv4_prefix, list, nullable, port,
@@ -131,17 +131,7 @@ impl RuntimeNetworkAddressPlan {
     }
 }
 
-impl DigestedRecord for RuntimeNetworkAddressPlan {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_network_address_plan(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-}
+digested_record!(RuntimeNetworkAddressPlan, KIND, snapshot_runtime_network_address_plan);
 
 /// The members of a plan as far as each could be read, with the violations found.
 struct PlanReading {

@@ -6,10 +6,10 @@
 //! cluster has its own authority (upstream one may serve up to 64 clusters).
 
 use super::address_plan::RuntimeNetworkAddressPlan;
-use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, validate_digested};
+use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, digested_record, validate_digested};
 use crate::contract::primitives::{Id, Ipv4, Protocol, Sha256Digest};
 use crate::contract::reader::{Parsed, Record, compare_bytes, digest, id, ipv4, list, port, protocol, require};
-use crate::contract::reference::{AuthorityReference, Revision, check_revision};
+use crate::contract::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision, check_revision};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -82,11 +82,6 @@ pub struct RuntimeNetworkProtectedAuthority {
 }
 
 impl RuntimeNetworkProtectedAuthority {
-    /// `getReference(authority)`: `{ id, generation, digest }`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-
     /// `computeRuntimeNetworkProtectedAuthorityDigest` applied by the issuer: the same authority
     /// with its digest computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
@@ -95,17 +90,7 @@ impl RuntimeNetworkProtectedAuthority {
     }
 }
 
-impl DigestedRecord for RuntimeNetworkProtectedAuthority {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_network_protected_authority(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-}
+digested_record!(revised RuntimeNetworkProtectedAuthority, KIND, snapshot_runtime_network_protected_authority);
 
 /// `snapshotRuntimeNetworkProtectedAuthority`: detached exact-schema snapshot (the digest is a
 /// separate check); rejects with `Runtime network protected authority contract rejected.`.
@@ -116,7 +101,7 @@ pub fn snapshot_runtime_network_protected_authority(
 }
 
 fn read_authority(value: &Value) -> Parsed<RuntimeNetworkProtectedAuthority> {
-    let record = Record::exact(value, &["id", "generation", "previous", "platformEndpoints", "digest"])?;
+    let record = Record::with_parts(value, &[&REVISED_RECORD_KEYS, &["platformEndpoints"]], &[])?;
     let Revision { id, generation, previous } = Revision::read(&record)?;
     Ok(RuntimeNetworkProtectedAuthority {
         id,

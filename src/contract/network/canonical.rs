@@ -7,7 +7,7 @@
 //! `Sha256Digest`, an address, a literal) whose alphabet needs no JSON escape, and every number is
 //! a safe integer, so the bytes equal `canonical(to_value(record))` — the tests compare the two.
 
-use crate::contract::primitives::{Ipv4, Ipv4Prefix};
+use crate::contract::primitives::{Id, Ipv4, Ipv4Prefix, Sha256Digest};
 use crate::contract::reference::AuthorityReference;
 use std::cmp::Ordering;
 
@@ -74,13 +74,20 @@ pub(super) fn push_prefix(out: &mut Vec<u8>, prefix: Ipv4Prefix) {
 
 /// Appends an `IRuntimeAuthorityReference`: `{"digest":…,"generation":…,"id":…}`.
 pub(super) fn push_reference(out: &mut Vec<u8>, reference: &AuthorityReference) {
-    out.extend_from_slice(b"{\"digest\":");
-    push_string(out, reference.digest.as_str());
-    out.extend_from_slice(b",\"generation\":");
-    push_u64(out, reference.generation);
-    out.extend_from_slice(b",\"id\":");
-    push_string(out, reference.id.as_str());
+    push_reference_members(out, &reference.id, reference.generation, &reference.digest);
     out.push(b'}');
+}
+
+/// Appends an object's opening brace and the members of a reference to it, `{"digest":…,
+/// "generation":…,"id":…`, for a record that starts with those keys (a reference, or one that
+/// carries more members after them).
+pub(super) fn push_reference_members(out: &mut Vec<u8>, id: &Id, generation: u64, digest: &Sha256Digest) {
+    out.extend_from_slice(b"{\"digest\":");
+    push_string(out, digest.as_str());
+    out.extend_from_slice(b",\"generation\":");
+    push_u64(out, generation);
+    out.extend_from_slice(b",\"id\":");
+    push_string(out, id.as_str());
 }
 
 /// The first eight hex digits of a `Sha256Digest` text (after `sha256:`) as one big-endian

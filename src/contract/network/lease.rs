@@ -7,10 +7,12 @@
 //! type is a valid lease address by construction.
 
 use super::canonical::{push_ipv4, push_nullable_reference, push_prefix, push_string, push_u64};
-use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, digest_canonical_bytes, validate_digested};
+use crate::contract::kind::{
+    DigestedRecord, RecordKind, Rejected, digest_canonical_bytes, digested_record, validate_digested,
+};
 use crate::contract::primitives::{Id, Ipv4, Ipv4Prefix, NodeId, Sha256Digest};
 use crate::contract::reader::{Invalid, Parsed, Record, digest, id, ipv4, ipv4_prefix, node_id, require};
-use crate::contract::reference::{AuthorityReference, Revision, check_revision};
+use crate::contract::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision, check_revision};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -115,11 +117,6 @@ impl LeaseSpan {
 }
 
 impl RuntimeNetworkLease {
-    /// `getReference(lease)`: `{ id, generation, digest }`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-
     /// `networkEqual(reference, networkReferenceOf(lease))`: `reference` is exactly this lease's
     /// reference (id, generation and digest).
     pub fn is_referenced_by(&self, reference: &AuthorityReference) -> bool {
@@ -183,21 +180,8 @@ impl RuntimeNetworkLease {
 
     /// Reads a lease with exact keys; the caller maps [`Invalid`] to its own kind.
     pub(crate) fn read(value: &Value) -> Parsed<Self> {
-        let record = Record::exact(
-            value,
-            &[
-                "id",
-                "generation",
-                "previous",
-                "organizationId",
-                "clusterId",
-                "serviceId",
-                "nodeId",
-                "assignmentId",
-                "ipv4",
-                "digest",
-            ],
-        )?;
+        const OWN_KEYS: [&str; 6] = ["organizationId", "clusterId", "serviceId", "nodeId", "assignmentId", "ipv4"];
+        let record = Record::with_parts(value, &[&REVISED_RECORD_KEYS, &OWN_KEYS], &[])?;
         let Revision { id: lease_id, generation, previous } = Revision::read(&record)?;
         Ok(RuntimeNetworkLease {
             id: lease_id,
@@ -214,22 +198,15 @@ impl RuntimeNetworkLease {
     }
 }
 
-impl DigestedRecord for RuntimeNetworkLease {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_network_lease(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-
+digested_record!(
+    revised RuntimeNetworkLease,
+    KIND,
+    snapshot_runtime_network_lease,
     /// Hashes the directly written canonical bytes (equal to the generic path's, faster).
     fn compute_digest(&self) -> Sha256Digest {
         digest_canonical_bytes(DIGEST_DOMAIN, &self.canonical_without_digest())
     }
-}
+);
 
 /// `snapshotRuntimeNetworkLease`: detached exact-schema snapshot (the digest is a separate check);
 /// rejects with `Runtime network lease contract rejected.`.

@@ -28,16 +28,17 @@
 
 use super::authority::{PlatformEndpoint, RuntimeNetworkProtectedAuthority, check_platform_endpoints};
 use super::canonical::{
-    digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_string, push_u64, reference_cmp,
+    digest_matches, push_ipv4, push_list, push_nullable_reference, push_reference, push_reference_members, push_string,
+    push_u64, reference_cmp,
 };
 use super::lease::{LeaseSpan, RuntimeNetworkLease};
 use super::workload_ingress::{PacketGrant, RefKey, WorkloadIngressProjection, reference_in_range};
-use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, digest_canonical_bytes};
+use crate::contract::kind::{DigestedRecord, RecordKind, Rejected, digest_canonical_bytes, digested_record};
 use crate::contract::primitives::{Id, MAX_SAFE_INTEGER, NodeId, Sha256Digest};
 use crate::contract::reader::{
-    Invalid, Parsed, Record, compare_bytes, digest, generation, id, list, node_id, require, string,
+    Invalid, Parsed, Record, compare_bytes, digest, generation, id, list, node_id, parsed, require,
 };
-use crate::contract::reference::{AuthorityReference, Revision, check_revision};
+use crate::contract::reference::{AuthorityReference, REVISED_RECORD_KEYS, Revision, check_revision};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -120,12 +121,7 @@ impl ProtectedAuthorityReference {
     }
 
     fn write_canonical(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"digest\":");
-        push_string(out, self.digest.as_str());
-        out.extend_from_slice(b",\"generation\":");
-        push_u64(out, self.generation);
-        out.extend_from_slice(b",\"id\":");
-        push_string(out, self.id.as_str());
+        push_reference_members(out, &self.id, self.generation, &self.digest);
         out.extend_from_slice(b",\"platformEndpoints\":");
         push_list(out, &self.platform_endpoints, |out, endpoint| {
             out.extend_from_slice(b"{\"address\":");
@@ -200,11 +196,6 @@ struct Encoded {
 }
 
 impl RuntimeNetworkProjection {
-    /// `getReference(projection)`: `{ id, generation, digest }`.
-    pub fn reference(&self) -> AuthorityReference {
-        AuthorityReference { id: self.id.clone(), generation: self.generation, digest: self.digest.clone() }
-    }
-
     /// `computeRuntimeNetworkProjectionDigest` applied by the issuer: the same projection with its
     /// digest computed from its content.
     pub fn with_computed_digest(mut self) -> Self {
@@ -441,27 +432,20 @@ impl RuntimeNetworkProjection {
     }
 }
 
-impl DigestedRecord for RuntimeNetworkProjection {
-    const KIND: RecordKind = KIND;
-
-    fn snapshot(value: &Value) -> Result<Self, Rejected> {
-        snapshot_runtime_network_projection(value)
-    }
-
-    fn stated_digest(&self) -> &Sha256Digest {
-        &self.digest
-    }
-
+digested_record!(
+    revised RuntimeNetworkProjection,
+    KIND,
+    snapshot_runtime_network_projection,
     /// Hashes the directly written canonical bytes (equal to the generic path's, faster).
     fn compute_digest(&self) -> Sha256Digest {
         digest_canonical_bytes(DIGEST_DOMAIN, &self.encode(false, None, Endpoints::Written).bytes)
     }
-}
+);
 
 fn read_controller(value: &Value) -> Parsed<ProjectionController> {
     let record = Record::exact(value, &["kind", "id"])?;
     Ok(ProjectionController {
-        kind: record.read("kind", |value| ControllerKind::parse(string(value)?).ok_or(Invalid))?,
+        kind: record.read("kind", |value| parsed(value, ControllerKind::parse))?,
         id: record.read("id", id)?,
     })
 }
@@ -472,23 +456,10 @@ fn read_endpoint(value: &Value) -> Parsed<ProjectionEndpoint> {
 }
 
 fn read_projection(value: &Value) -> Parsed<RuntimeNetworkProjection> {
-    let record = Record::with_optional(
-        value,
-        &[
-            "id",
-            "generation",
-            "previous",
-            "controller",
-            "clusterId",
-            "nodeId",
-            "runtimeNamespace",
-            "protectedAuthority",
-            "endpoints",
-            "retiredLeases",
-            "digest",
-        ],
-        &["workloadIngress", "hostPlatformEndpointIds"],
-    )?;
+    const OWN_KEYS: [&str; 7] =
+        ["controller", "clusterId", "nodeId", "runtimeNamespace", "protectedAuthority", "endpoints", "retiredLeases"];
+    const OPTIONAL_KEYS: [&str; 2] = ["workloadIngress", "hostPlatformEndpointIds"];
+    let record = Record::with_parts(value, &[&REVISED_RECORD_KEYS, &OWN_KEYS], &OPTIONAL_KEYS)?;
     let Revision { id: projection_id, generation, previous } = Revision::read(&record)?;
     let projection = RuntimeNetworkProjection {
         id: projection_id,

@@ -63,13 +63,19 @@ pub fn is_ready_under(reported: &ReportedState, session: &RuntimeSessionReferenc
 /// The stable id of replica `index` of a service: `asg-` + 40 hex digits of
 /// SHA-256(cluster ∥ 0 ∥ service ∥ 0 ∥ index).
 pub fn assignment_id(cluster_id: &Id, service_id: &Id, index: u64) -> Id {
+    service_member_id("asg", cluster_id, service_id, &index.to_string())
+}
+
+/// The stable id of one member of a service (a replica, a volume): `prefix-` + 40 hex digits of
+/// SHA-256(cluster ∥ 0 ∥ service ∥ 0 ∥ member).
+pub(super) fn service_member_id(prefix: &str, cluster_id: &Id, service_id: &Id, member: &str) -> Id {
     let mut hasher = Sha256::new();
     hasher.update(cluster_id.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(service_id.as_str().as_bytes());
     hasher.update([0]);
-    hasher.update(index.to_string().as_bytes());
-    Id::parse(&format!("asg-{}", hex::encode(&hasher.finalize()[..20]))).expect("a hex id is an Id")
+    hasher.update(member.as_bytes());
+    Id::parse(&format!("{prefix}-{}", hex::encode(&hasher.finalize()[..20]))).expect("a hex id is an Id")
 }
 
 /// True when two assignments carry the same order (everything but the revision members and

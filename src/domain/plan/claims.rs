@@ -18,6 +18,7 @@
 //! `waiting` with `storage-import-pending`; a declared volume whose claim is `uncertain`, being
 //! purged or unreadable keeps it `waiting` with `conflict` ([`storage_waits`]).
 
+use super::assignments::service_member_id;
 use super::lookups::Lookups;
 use crate::contract::inventory::{ServiceRuntimeSpec, VolumeInitialization, VolumeSpec};
 use crate::contract::reader::compare_bytes;
@@ -31,19 +32,12 @@ use crate::contract::storage_claim::{
 use crate::contract::{AuthorityReference, DigestedRecord, Id, NodeId, Sha256Digest};
 use crate::store::assignments::AssignmentFacts;
 use crate::store::storage_claims::{ClaimChange, StoredClaim};
-use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;
 
 /// The stable id of a service's volume claim: `lsc-` + 40 hex digits of
 /// SHA-256(cluster ∥ 0 ∥ service ∥ 0 ∥ volume).
 pub fn claim_id(cluster_id: &Id, service_id: &Id, volume_id: &Id) -> Id {
-    let mut hasher = Sha256::new();
-    hasher.update(cluster_id.as_str().as_bytes());
-    hasher.update([0]);
-    hasher.update(service_id.as_str().as_bytes());
-    hasher.update([0]);
-    hasher.update(volume_id.as_str().as_bytes());
-    Id::parse(&format!("lsc-{}", hex::encode(&hasher.finalize()[..20]))).expect("a hex id is an Id")
+    service_member_id("lsc", cluster_id, service_id, volume_id.as_str())
 }
 
 /// An operator's decision on an `uncertain` claim (`resolveRuntimeLocalStorageClaim`).

@@ -433,6 +433,15 @@ mod tests {
         Arc::new(leases.iter().cloned().map(Arc::new).collect())
     }
 
+    /// The facts of the whole cluster under `plan`, with these holders and live leases.
+    fn cluster_facts(
+        plan: &RuntimeNetworkAddressPlan,
+        holders: Vec<LeaseHolder>,
+        leases: &[RuntimeNetworkLease],
+    ) -> LeaseFacts {
+        LeaseFacts { scope: FactScope::Cluster, plan: Some(plan.clone()), holders, leases: set(leases) }
+    }
+
     fn issued(changes: &[LeaseChange]) -> Vec<&RuntimeNetworkLease> {
         changes
             .iter()
@@ -476,12 +485,11 @@ mod tests {
     #[test]
     fn a_service_holding_its_leases_does_not_flap() {
         let plan = plan();
-        let facts = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
-            leases: LeaseSet::default(),
-        };
+        let facts = cluster_facts(
+            &plan,
+            vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
+            &[],
+        );
         let changes = plan_lease_changes(&facts, ids());
         let leases: Vec<RuntimeNetworkLease> = issued(&changes).into_iter().cloned().collect();
         assert_eq!(leases.len(), 2);
@@ -501,21 +509,15 @@ mod tests {
     #[test]
     fn leases_move_with_their_assignment_and_are_released_when_it_ends() {
         let plan = plan();
-        let first = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
-            leases: LeaseSet::default(),
-        };
+        let first = cluster_facts(
+            &plan,
+            vec![holder("a1", "org-a", "web", "node-1"), holder("a2", "org-a", "web", "node-2")],
+            &[],
+        );
         let leases: Vec<RuntimeNetworkLease> =
             issued(&plan_lease_changes(&first, ids())).into_iter().cloned().collect();
         // a1 moves to node-3; a2 ends.
-        let moved = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![holder("a1", "org-a", "web", "node-3")],
-            leases: set(&leases),
-        };
+        let moved = cluster_facts(&plan, vec![holder("a1", "org-a", "web", "node-3")], &leases);
         let changes = plan_lease_changes(&moved, ids());
         assert_eq!(changes.len(), 2);
         assert_eq!(changes[0], LeaseChange::Release { id: leases[1].id.clone(), generation: 1 });
@@ -530,18 +532,17 @@ mod tests {
     #[test]
     fn refused_services_get_no_lease_and_others_still_do() {
         let plan = plan();
-        let facts = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![
+        let facts = cluster_facts(
+            &plan,
+            vec![
                 holder("a1", "org-a", "api", "node-1"),
                 holder("a2", "org-a", "api", "node-1"),
                 holder("a3", "org-a", "api", "node-1"),
                 holder("b1", "org-b", "shop", "node-1"),
                 holder("c1", "org-c", "blog", "node-1"),
             ],
-            leases: LeaseSet::default(),
-        };
+            &[],
+        );
         let changes = plan_lease_changes(&facts, ids());
         let leases = issued(&changes);
         // `api` needs three of org-a's two link subnets: exhausted; `blog`'s org-c has no pool.
@@ -556,12 +557,11 @@ mod tests {
     #[test]
     fn two_services_share_a_pool_without_overlap() {
         let plan = plan();
-        let facts = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![holder("a1", "org-a", "api", "node-1"), holder("w1", "org-a", "web", "node-2")],
-            leases: LeaseSet::default(),
-        };
+        let facts = cluster_facts(
+            &plan,
+            vec![holder("a1", "org-a", "api", "node-1"), holder("w1", "org-a", "web", "node-2")],
+            &[],
+        );
         let changes = plan_lease_changes(&facts, ids());
         let subnets: BTreeSet<String> =
             issued(&changes).iter().map(|lease| lease.ipv4.link_subnet().to_string()).collect();
@@ -586,12 +586,7 @@ mod tests {
         assert_eq!(judge_address_plan_write(None, &second, &[]), Err(DomainError::RevisionConflict(None)));
         assert_eq!(judge_address_plan_write(Some(&current), &second, &[]), Ok(authority));
         // A pool removed under a live lease: the contract's violation and the stranded lease.
-        let facts = LeaseFacts {
-            scope: FactScope::Cluster,
-            plan: Some(plan.clone()),
-            holders: vec![holder("b1", "org-b", "shop", "node-1")],
-            leases: LeaseSet::default(),
-        };
+        let facts = cluster_facts(&plan, vec![holder("b1", "org-b", "shop", "node-1")], &[]);
         let leases: Vec<RuntimeNetworkLease> =
             issued(&plan_lease_changes(&facts, ids())).into_iter().cloned().collect();
         let mut without_pool = second.clone();
