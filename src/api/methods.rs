@@ -102,7 +102,7 @@ pub struct Method {
 /// scope. The timeout is [`Timeout::Standard`] unless a last argument names another.
 macro_rules! method {
     (
-        $name:literal,
+        $name:expr,
         $principal:ident $(($access:ident))?,
         |$($argument:tt),*| $body:block
         $(, $timeout:ident)? $(,)?
@@ -121,33 +121,113 @@ macro_rules! method {
     };
 }
 
+/// The name of each method of [`METHODS`], for the code that calls one by name (the CLI).
+pub mod name {
+    /// `connectClusterRelay`.
+    pub const CONNECT_CLUSTER_RELAY: &str = "connectClusterRelay";
+    /// `deleteClusterIngressRoute`.
+    pub const DELETE_CLUSTER_INGRESS_ROUTE: &str = "deleteClusterIngressRoute";
+    /// `deleteService`.
+    pub const DELETE_SERVICE: &str = "deleteService";
+    /// `designateClusterIngress`.
+    pub const DESIGNATE_CLUSTER_INGRESS: &str = "designateClusterIngress";
+    /// `getCluster`.
+    pub const GET_CLUSTER: &str = "getCluster";
+    /// `getClusterIngressDesignation`.
+    pub const GET_CLUSTER_INGRESS_DESIGNATION: &str = "getClusterIngressDesignation";
+    /// `getClusterIngressRouteTable`.
+    pub const GET_CLUSTER_INGRESS_ROUTE_TABLE: &str = "getClusterIngressRouteTable";
+    /// `getClusterIngressRoutes`.
+    pub const GET_CLUSTER_INGRESS_ROUTES: &str = "getClusterIngressRoutes";
+    /// `getClusterNode`.
+    pub const GET_CLUSTER_NODE: &str = "getClusterNode";
+    /// `getControllerSigningKeys`.
+    pub const GET_CONTROLLER_SIGNING_KEYS: &str = "getControllerSigningKeys";
+    /// `getControllerVersion`.
+    pub const GET_CONTROLLER_VERSION: &str = "getControllerVersion";
+    /// `getOrganization`.
+    pub const GET_ORGANIZATION: &str = "getOrganization";
+    /// `getRuntimeAssignments`.
+    pub const GET_RUNTIME_ASSIGNMENTS: &str = "getRuntimeAssignments";
+    /// `getRuntimeNetworkAddressPlan`.
+    pub const GET_RUNTIME_NETWORK_ADDRESS_PLAN: &str = "getRuntimeNetworkAddressPlan";
+    /// `getRuntimeNetworkProjection`.
+    pub const GET_RUNTIME_NETWORK_PROJECTION: &str = "getRuntimeNetworkProjection";
+    /// `getRuntimeNetworkProjectionForNode`.
+    pub const GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE: &str = "getRuntimeNetworkProjectionForNode";
+    /// `getServiceRuntimeSpec`.
+    pub const GET_SERVICE_RUNTIME_SPEC: &str = "getServiceRuntimeSpec";
+    /// `getServiceRuntimeStatus`.
+    pub const GET_SERVICE_RUNTIME_STATUS: &str = "getServiceRuntimeStatus";
+    /// `heartbeatClusterRelay`.
+    pub const HEARTBEAT_CLUSTER_RELAY: &str = "heartbeatClusterRelay";
+    /// `issueClusterRelayCredential`.
+    pub const ISSUE_CLUSTER_RELAY_CREDENTIAL: &str = "issueClusterRelayCredential";
+    /// `listClusterIngressDesignations`.
+    pub const LIST_CLUSTER_INGRESS_DESIGNATIONS: &str = "listClusterIngressDesignations";
+    /// `listClusterIngressRegistrations`.
+    pub const LIST_CLUSTER_INGRESS_REGISTRATIONS: &str = "listClusterIngressRegistrations";
+    /// `listClusterNodes`.
+    pub const LIST_CLUSTER_NODES: &str = "listClusterNodes";
+    /// `listClusters`.
+    pub const LIST_CLUSTERS: &str = "listClusters";
+    /// `listRuntimeLocalStorageClaims`.
+    pub const LIST_RUNTIME_LOCAL_STORAGE_CLAIMS: &str = "listRuntimeLocalStorageClaims";
+    /// `listServiceRuntimeStatuses`.
+    pub const LIST_SERVICE_RUNTIME_STATUSES: &str = "listServiceRuntimeStatuses";
+    /// `openRuntimeSession`.
+    pub const OPEN_RUNTIME_SESSION: &str = "openRuntimeSession";
+    /// `putCluster`.
+    pub const PUT_CLUSTER: &str = "putCluster";
+    /// `putClusterIngressRoute`.
+    pub const PUT_CLUSTER_INGRESS_ROUTE: &str = "putClusterIngressRoute";
+    /// `putClusterNode`.
+    pub const PUT_CLUSTER_NODE: &str = "putClusterNode";
+    /// `putOrganization`.
+    pub const PUT_ORGANIZATION: &str = "putOrganization";
+    /// `putRuntimeNetworkAddressPlan`.
+    pub const PUT_RUNTIME_NETWORK_ADDRESS_PLAN: &str = "putRuntimeNetworkAddressPlan";
+    /// `putServiceRuntimeSpec`.
+    pub const PUT_SERVICE_RUNTIME_SPEC: &str = "putServiceRuntimeSpec";
+    /// `registerClusterIngress`.
+    pub const REGISTER_CLUSTER_INGRESS: &str = "registerClusterIngress";
+    /// `reportRuntimeAssignmentState`.
+    pub const REPORT_RUNTIME_ASSIGNMENT_STATE: &str = "reportRuntimeAssignmentState";
+    /// `reportRuntimeNetworkProjectionApplied`.
+    pub const REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED: &str = "reportRuntimeNetworkProjectionApplied";
+    /// `resolveRuntimeLocalStorageClaim`.
+    pub const RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM: &str = "resolveRuntimeLocalStorageClaim";
+    /// `resolveRuntimeSecretBindings`.
+    pub const RESOLVE_RUNTIME_SECRET_BINDINGS: &str = "resolveRuntimeSecretBindings";
+}
+
 /// Every method, sorted by name. `openapi/openapi.yaml` must describe exactly these.
 pub static METHODS: &[Method] = &[
-    method!("connectClusterRelay", RelayBearer, |controller, request| {
+    method!(name::CONNECT_CLUSTER_RELAY, RelayBearer, |controller, request| {
         let request = requests::connect_cluster_relay(request)?;
         Ok(answers::relay_connected(&controller.connect_cluster_relay(request).await?))
     }),
-    method!("deleteClusterIngressRoute", Administrator(Admin), |controller, _, request| {
+    method!(name::DELETE_CLUSTER_INGRESS_ROUTE, Administrator(Admin), |controller, _, request| {
         let request = requests::delete_cluster_ingress_route(request)?;
         Ok(answers::route_table(controller.delete_cluster_ingress_route(request).await?.as_ref()))
     }),
-    method!("deleteService", Administrator(Admin), |controller, _, request| {
+    method!(name::DELETE_SERVICE, Administrator(Admin), |controller, _, request| {
         controller.delete_service(requests::delete_service(request)?).await?;
         Ok(answers::deleted())
     }),
-    method!("designateClusterIngress", Administrator(Designate), |controller, caller, request| {
+    method!(name::DESIGNATE_CLUSTER_INGRESS, Administrator(Designate), |controller, caller, request| {
         let request = requests::designate_cluster_ingress(request)?;
         Ok(answers::designated(&controller.designate_cluster_ingress(caller, request).await?))
     }),
-    method!("getCluster", Administrator(Read), |controller, _, request| {
+    method!(name::GET_CLUSTER, Administrator(Read), |controller, _, request| {
         Ok(answers::cluster(&controller.get_cluster(requests::cluster(request)?).await?))
     }),
-    method!("getClusterIngressDesignation", Administrator(Read), |controller, _, request| {
+    method!(name::GET_CLUSTER_INGRESS_DESIGNATION, Administrator(Read), |controller, _, request| {
         let request = requests::cluster(request)?;
         Ok(answers::designation(controller.get_cluster_ingress_designation(request).await?.as_ref()))
     }),
     method!(
-        "getClusterIngressRouteTable",
+        name::GET_CLUSTER_INGRESS_ROUTE_TABLE,
         RelayConnection,
         |controller, relay, request| {
             let request = requests::get_cluster_ingress_route_table(request)?;
@@ -155,134 +235,134 @@ pub static METHODS: &[Method] = &[
         },
         RouteTableLongPoll
     ),
-    method!("getClusterIngressRoutes", Administrator(Read), |controller, _, request| {
+    method!(name::GET_CLUSTER_INGRESS_ROUTES, Administrator(Read), |controller, _, request| {
         let request = requests::cluster(request)?;
         Ok(answers::route_table(controller.get_cluster_ingress_routes(request).await?.as_ref()))
     }),
-    method!("getClusterNode", Administrator(Read), |controller, _, request| {
+    method!(name::GET_CLUSTER_NODE, Administrator(Read), |controller, _, request| {
         let request = requests::get_cluster_node(request)?;
         Ok(answers::node(&controller.get_cluster_node(request).await?))
     }),
-    method!("getControllerSigningKeys", Anyone, |controller, request| {
+    method!(name::GET_CONTROLLER_SIGNING_KEYS, Anyone, |controller, request| {
         requests::get_controller_signing_keys(request)?;
         Ok(answers::signing_keys(&controller.get_controller_signing_keys().await?))
     }),
-    method!("getControllerVersion", Anyone, |controller, request| {
+    method!(name::GET_CONTROLLER_VERSION, Anyone, |controller, request| {
         let request = requests::get_controller_version(request)?;
         Ok(answers::controller_version(&controller.get_controller_version(request)))
     }),
-    method!("getOrganization", Administrator(Read), |controller, _, request| {
+    method!(name::GET_ORGANIZATION, Administrator(Read), |controller, _, request| {
         let request = requests::get_organization(request)?;
         Ok(answers::organization(&controller.get_organization(request).await?))
     }),
-    method!("getRuntimeAssignments", NodeSession, |controller, socket, request| {
+    method!(name::GET_RUNTIME_ASSIGNMENTS, NodeSession, |controller, socket, request| {
         let request = requests::get_runtime_assignments(request)?;
         let session = controller.check_node_session(socket.session().as_ref(), request.session).await?;
         Ok(answers::assignments(&controller.get_runtime_assignments(&session).await?))
     }),
-    method!("getRuntimeNetworkAddressPlan", Administrator(Read), |controller, _, request| {
+    method!(name::GET_RUNTIME_NETWORK_ADDRESS_PLAN, Administrator(Read), |controller, _, request| {
         let request = requests::cluster(request)?;
         Ok(answers::network_plan(controller.get_runtime_network_address_plan(request).await?.as_ref()))
     }),
-    method!("getRuntimeNetworkProjection", NodeSession, |controller, socket, request| {
+    method!(name::GET_RUNTIME_NETWORK_PROJECTION, NodeSession, |controller, socket, request| {
         let request = requests::get_runtime_network_projection(request)?;
         let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
         let known = request.rest()?;
         Ok(answers::projection(controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref()))
     }),
-    method!("getRuntimeNetworkProjectionForNode", Administrator(Read), |controller, _, request| {
+    method!(name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE, Administrator(Read), |controller, _, request| {
         let request = requests::get_runtime_network_projection_for_node(request)?;
         Ok(answers::node_projection(&controller.get_runtime_network_projection_for_node(request).await?))
     }),
-    method!("getServiceRuntimeSpec", Administrator(Read), |controller, _, request| {
+    method!(name::GET_SERVICE_RUNTIME_SPEC, Administrator(Read), |controller, _, request| {
         let request = requests::get_service_runtime_spec(request)?;
         Ok(answers::spec(&controller.get_service_runtime_spec(request).await?))
     }),
-    method!("getServiceRuntimeStatus", Administrator(Read), |controller, _, request| {
+    method!(name::GET_SERVICE_RUNTIME_STATUS, Administrator(Read), |controller, _, request| {
         let request = requests::get_service_runtime_status(request)?;
         Ok(answers::status(&controller.get_service_runtime_status(request).await?))
     }),
-    method!("heartbeatClusterRelay", RelayConnection, |controller, relay, request| {
+    method!(name::HEARTBEAT_CLUSTER_RELAY, RelayConnection, |controller, relay, request| {
         requests::heartbeat_cluster_relay(request)?;
         Ok(answers::relay_heartbeat(&controller.heartbeat_cluster_relay(relay).await?))
     }),
-    method!("issueClusterRelayCredential", Administrator(Admin), |controller, _, request| {
+    method!(name::ISSUE_CLUSTER_RELAY_CREDENTIAL, Administrator(Admin), |controller, _, request| {
         let request = requests::issue_cluster_relay_credential(request)?;
         Ok(answers::relay_credential(&controller.issue_cluster_relay_credential(request).await?))
     }),
-    method!("listClusterIngressDesignations", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_CLUSTER_INGRESS_DESIGNATIONS, Administrator(Read), |controller, _, request| {
         let request = requests::list_cluster_ingress_designations(request)?;
         Ok(answers::designations(&controller.list_cluster_ingress_designations(request).await?))
     }),
-    method!("listClusterIngressRegistrations", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_CLUSTER_INGRESS_REGISTRATIONS, Administrator(Read), |controller, _, request| {
         let request = requests::list_cluster_ingress_registrations(request)?;
         Ok(answers::registrations(&controller.list_cluster_ingress_registrations(request).await?))
     }),
-    method!("listClusterNodes", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_CLUSTER_NODES, Administrator(Read), |controller, _, request| {
         Ok(answers::nodes(&controller.list_cluster_nodes(requests::cluster(request)?).await?))
     }),
-    method!("listClusters", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_CLUSTERS, Administrator(Read), |controller, _, request| {
         requests::list_clusters(request)?;
         Ok(answers::clusters(&controller.list_clusters().await?))
     }),
-    method!("listRuntimeLocalStorageClaims", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, Administrator(Read), |controller, _, request| {
         let request = requests::cluster(request)?;
         Ok(answers::claims(&controller.list_runtime_local_storage_claims(request).await?))
     }),
-    method!("listServiceRuntimeStatuses", Administrator(Read), |controller, _, request| {
+    method!(name::LIST_SERVICE_RUNTIME_STATUSES, Administrator(Read), |controller, _, request| {
         let request = requests::cluster(request)?;
         Ok(answers::statuses(&controller.list_service_runtime_statuses(request).await?))
     }),
-    method!("openRuntimeSession", NodeBearer, |controller, socket, request| {
+    method!(name::OPEN_RUNTIME_SESSION, NodeBearer, |controller, socket, request| {
         let session = controller.open_runtime_session(requests::open_runtime_session(request)?).await?;
         socket.attach(controller, &session);
         controller.node_session_attached(&session);
         Ok(answers::session(&session))
     }),
-    method!("putCluster", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_CLUSTER, Administrator(Admin), |controller, _, request| {
         Ok(answers::cluster(&controller.put_cluster(requests::put_cluster(request)?).await?))
     }),
-    method!("putClusterIngressRoute", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_CLUSTER_INGRESS_ROUTE, Administrator(Admin), |controller, _, request| {
         let request = requests::put_cluster_ingress_route(request)?;
         Ok(answers::route_table(Some(&controller.put_cluster_ingress_route(request).await?)))
     }),
-    method!("putClusterNode", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_CLUSTER_NODE, Administrator(Admin), |controller, _, request| {
         let request = requests::put_cluster_node(request)?;
         Ok(answers::node_put(&controller.put_cluster_node(request).await?))
     }),
-    method!("putOrganization", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_ORGANIZATION, Administrator(Admin), |controller, _, request| {
         let request = requests::put_organization(request)?;
         Ok(answers::organization(&controller.put_organization(request).await?))
     }),
-    method!("putRuntimeNetworkAddressPlan", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, Administrator(Admin), |controller, _, request| {
         let request = requests::put_runtime_network_address_plan(request)?;
         Ok(answers::network_plan(Some(&controller.put_runtime_network_address_plan(request).await?)))
     }),
-    method!("putServiceRuntimeSpec", Administrator(Admin), |controller, _, request| {
+    method!(name::PUT_SERVICE_RUNTIME_SPEC, Administrator(Admin), |controller, _, request| {
         let request = requests::put_service_runtime_spec(request)?;
         Ok(answers::spec(&controller.put_service_runtime_spec(request).await?))
     }),
-    method!("registerClusterIngress", Registration, |controller, request, relay_token| {
+    method!(name::REGISTER_CLUSTER_INGRESS, Registration, |controller, request, relay_token| {
         let request = requests::register_cluster_ingress(request, relay_token);
         Ok(answers::registered(&controller.register_cluster_ingress(request).await?))
     }),
-    method!("reportRuntimeAssignmentState", NodeSession, |controller, socket, request| {
+    method!(name::REPORT_RUNTIME_ASSIGNMENT_STATE, NodeSession, |controller, socket, request| {
         let request = requests::report_runtime_assignment_state(request)?;
         let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
         controller.report_runtime_assignment_state(&session, request.rest()?).await?;
         Ok(answers::recorded())
     }),
-    method!("reportRuntimeNetworkProjectionApplied", NodeSession, |controller, socket, request| {
+    method!(name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED, NodeSession, |controller, socket, request| {
         let request = requests::report_runtime_network_projection_applied(request)?;
         let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
         controller.report_runtime_network_projection_applied(&session, &request.rest()?).await?;
         Ok(answers::recorded())
     }),
-    method!("resolveRuntimeLocalStorageClaim", Administrator(Admin), |controller, _, request| {
+    method!(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM, Administrator(Admin), |controller, _, request| {
         let request = requests::resolve_runtime_local_storage_claim(request)?;
         Ok(answers::claim(&controller.resolve_runtime_local_storage_claim(request).await?))
     }),
-    method!("resolveRuntimeSecretBindings", NodeSession, |controller, socket, request| {
+    method!(name::RESOLVE_RUNTIME_SECRET_BINDINGS, NodeSession, |controller, socket, request| {
         let request = requests::resolve_runtime_secret_bindings(request)?;
         let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
         let values = controller.resolve_runtime_secret_bindings(&session, request.rest()?).await?;

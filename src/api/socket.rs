@@ -218,7 +218,7 @@ fn node_request(request: &NodeRequest) -> (&'static str, Value, ReadAnswer) {
         NodeRequest::ApplyClaim(request) => {
             (APPLY_RUNTIME_LOCAL_STORAGE_CLAIM_METHOD, request.to_value(), |response| {
                 ApplyRuntimeLocalStorageClaimResponse::read(response)
-                    .map(NodeAnswer::Claim)
+                    .map(|response| NodeAnswer::Claim(Box::new(response)))
                     .map_err(|_| LinkError::Unreadable)
             })
         }

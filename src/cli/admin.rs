@@ -13,6 +13,7 @@ use super::documents::{RecordKind, invalid_file, member_violations, read_documen
 use super::output::{self, DataFormat, OutputFormat, error_line, stderr_line, stdout_line};
 use super::remembered::{DesignationKey, RememberedDesignations};
 use super::views::{self, View};
+use crate::api::methods::name;
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::Id;
 use crate::contract::network::RuntimeNetworkProjection;
@@ -842,7 +843,7 @@ pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
 async fn version(session: &Session, output: ListOutput) -> Result<Answer, Outcome> {
     use crate::domain::version::{PROFILE, VERSION};
     let client = json!({ "component": "client", "version": VERSION, "profile": PROFILE, "controllerId": null });
-    let controller = match session.call_anonymous("getControllerVersion", json!({})).await {
+    let controller = match session.call_anonymous(name::GET_CONTROLLER_VERSION, json!({})).await {
         Ok(answer) => answer,
         Err(failed) => {
             // The client's version is worth printing even when the controller cannot be asked.
@@ -901,68 +902,71 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
         }
         AdminCommand::Org(OrgCommand::Put { id, name, output }) => {
             let request = json!({ "organization": { "id": id, "name": name } });
-            return Ok(Answer::data(session.call("putOrganization", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_ORGANIZATION, request).await?, output));
         }
         AdminCommand::Org(OrgCommand::Get { id, output }) => {
-            read("getOrganization", json!({ "organizationId": id }), output.output, &views::ORGANIZATION_VIEW)
+            read(name::GET_ORGANIZATION, json!({ "organizationId": id }), output.output, &views::ORGANIZATION_VIEW)
         }
         AdminCommand::Cluster(ClusterCommand::Put { file, expected_revision, output }) => {
             let request =
                 json!({ "cluster": read_record(&file, RecordKind::Cluster)?, "expectedRevision": expected_revision });
-            return Ok(Answer::data(session.call("putCluster", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_CLUSTER, request).await?, output));
         }
         AdminCommand::Cluster(ClusterCommand::Get { id, positional_id, output }) => {
             let id = id.or(positional_id).unwrap_or_default();
-            read("getCluster", json!({ "clusterId": id }), output.output, &views::CLUSTER_VIEW)
+            read(name::GET_CLUSTER, json!({ "clusterId": id }), output.output, &views::CLUSTER_VIEW)
         }
         AdminCommand::Cluster(ClusterCommand::List { output }) => {
-            read("listClusters", json!({}), output.output, &views::CLUSTERS_VIEW)
+            read(name::LIST_CLUSTERS, json!({}), output.output, &views::CLUSTERS_VIEW)
         }
         AdminCommand::Node(NodeCommand::Put { cluster, file, rotate, output }) => {
             let node = read_record(&file, RecordKind::Node)?;
             let request = json!({ "clusterId": cluster, "node": node, "rotateCredential": rotate });
-            return Ok(Answer::data(session.call("putClusterNode", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_CLUSTER_NODE, request).await?, output));
         }
         AdminCommand::Node(NodeCommand::Get { cluster, id, output }) => {
             let request = json!({ "clusterId": cluster, "nodeId": id });
-            read("getClusterNode", request, output.output, &views::NODE_VIEW)
+            read(name::GET_CLUSTER_NODE, request, output.output, &views::NODE_VIEW)
         }
         AdminCommand::Node(NodeCommand::List { cluster, output }) => {
-            read("listClusterNodes", json!({ "clusterId": cluster }), output.output, &views::NODES_VIEW)
+            read(name::LIST_CLUSTER_NODES, json!({ "clusterId": cluster }), output.output, &views::NODES_VIEW)
         }
         AdminCommand::Service(ServiceCommand::Put { file, expected_revision, output }) => {
             let spec = read_record(&file, RecordKind::ServiceSpec)?;
             let request = json!({ "spec": spec, "expectedRevision": expected_revision });
-            return Ok(Answer::data(session.call("putServiceRuntimeSpec", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_SERVICE_RUNTIME_SPEC, request).await?, output));
         }
         AdminCommand::Service(ServiceCommand::Get { cluster, id, revision, output }) => {
             let request = with_optional(
                 json!({ "clusterId": cluster, "serviceId": id }),
                 &[("revision", revision.map(Value::from))],
             );
-            read("getServiceRuntimeSpec", request, output.output, &views::SPEC_VIEW)
+            read(name::GET_SERVICE_RUNTIME_SPEC, request, output.output, &views::SPEC_VIEW)
         }
         AdminCommand::Service(ServiceCommand::Delete { cluster, id, expected_revision, output }) => {
             let request = json!({ "clusterId": cluster, "serviceId": id, "expectedRevision": expected_revision });
-            return Ok(Answer::data(session.call("deleteService", request).await?, output));
+            return Ok(Answer::data(session.call(name::DELETE_SERVICE, request).await?, output));
         }
         AdminCommand::Service(ServiceCommand::Status { cluster, id: Some(id), output }) => {
             let request = json!({ "clusterId": cluster, "serviceId": id });
-            read("getServiceRuntimeStatus", request, output.output, &views::STATUS_VIEW)
+            read(name::GET_SERVICE_RUNTIME_STATUS, request, output.output, &views::STATUS_VIEW)
         }
-        AdminCommand::Service(ServiceCommand::Status { cluster, id: None, output }) => {
-            read("listServiceRuntimeStatuses", json!({ "clusterId": cluster }), output.output, &views::STATUSES_VIEW)
-        }
+        AdminCommand::Service(ServiceCommand::Status { cluster, id: None, output }) => read(
+            name::LIST_SERVICE_RUNTIME_STATUSES,
+            json!({ "clusterId": cluster }),
+            output.output,
+            &views::STATUSES_VIEW,
+        ),
         AdminCommand::Volume(VolumeCommand::List { cluster, output }) => {
             let request = json!({ "clusterId": cluster });
-            read("listRuntimeLocalStorageClaims", request, output.output, &views::CLAIMS_VIEW)
+            read(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, request, output.output, &views::CLAIMS_VIEW)
         }
         AdminCommand::Volume(VolumeCommand::Resolve { cluster, id, generation, decision, output }) => {
             return Ok(Answer::data(resolve_claim(session, &cluster, &id, generation, decision).await?, output));
         }
         AdminCommand::Relay(RelayCommand::Credential { cluster, id, output }) => {
             let request = json!({ "clusterId": cluster, "relayId": id });
-            return Ok(Answer::data(session.call("issueClusterRelayCredential", request).await?, output));
+            return Ok(Answer::data(session.call(name::ISSUE_CLUSTER_RELAY_CREDENTIAL, request).await?, output));
         }
         AdminCommand::Route(RouteCommand::Put { cluster, hostname, service, protocol, port, output }) => {
             let protocol = match protocol {
@@ -971,14 +975,14 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
             };
             let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
             let request = json!({ "clusterId": cluster, "route": route });
-            return Ok(Answer::data(session.call("putClusterIngressRoute", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_CLUSTER_INGRESS_ROUTE, request).await?, output));
         }
         AdminCommand::Route(RouteCommand::Delete { cluster, hostname, output }) => {
             let request = json!({ "clusterId": cluster, "hostname": hostname });
-            return Ok(Answer::data(session.call("deleteClusterIngressRoute", request).await?, output));
+            return Ok(Answer::data(session.call(name::DELETE_CLUSTER_INGRESS_ROUTE, request).await?, output));
         }
         AdminCommand::Route(RouteCommand::List { cluster, output }) => {
-            read("getClusterIngressRoutes", json!({ "clusterId": cluster }), output.output, &views::ROUTES_VIEW)
+            read(name::GET_CLUSTER_INGRESS_ROUTES, json!({ "clusterId": cluster }), output.output, &views::ROUTES_VIEW)
         }
         AdminCommand::Network(NetworkCommand::Projection { cluster, id, verify, output }) => {
             let projection = node_projection(session, &cluster, &id, verify).await?;
@@ -986,25 +990,25 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
         }
         AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Put { file, expected_revision, output })) => {
             let request = json!({ "plan": read_network_plan(&file, expected_revision)? });
-            return Ok(Answer::data(session.call("putRuntimeNetworkAddressPlan", request).await?, output));
+            return Ok(Answer::data(session.call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, request).await?, output));
         }
         AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Get { cluster, output })) => {
             let request = json!({ "clusterId": cluster });
-            read("getRuntimeNetworkAddressPlan", request, output.output, &views::PLAN_VIEW)
+            read(name::GET_RUNTIME_NETWORK_ADDRESS_PLAN, request, output.output, &views::PLAN_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::Designate { cluster, service, mutation_id, output }) => {
             return Ok(Answer::data(designate(session, cluster, service, mutation_id).await?, output));
         }
         AdminCommand::Ingress(IngressCommand::Get { cluster, output }) => {
             let request = json!({ "clusterId": cluster });
-            read("getClusterIngressDesignation", request, output.output, &views::DESIGNATION_VIEW)
+            read(name::GET_CLUSTER_INGRESS_DESIGNATION, request, output.output, &views::DESIGNATION_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::List { cluster, from_generation, limit, output }) => {
             let request = with_optional(
                 json!({ "clusterId": cluster }),
                 &[("fromGeneration", from_generation.map(Value::from)), ("limit", limit.map(Value::from))],
             );
-            read("listClusterIngressDesignations", request, output.output, &views::DESIGNATIONS_VIEW)
+            read(name::LIST_CLUSTER_INGRESS_DESIGNATIONS, request, output.output, &views::DESIGNATIONS_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::Registrations { cluster, node, before, limit, output }) => {
             let request = with_optional(
@@ -1015,7 +1019,7 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
                     ("limit", limit.map(Value::from)),
                 ],
             );
-            read("listClusterIngressRegistrations", request, output.output, &views::REGISTRATIONS_VIEW)
+            read(name::LIST_CLUSTER_INGRESS_REGISTRATIONS, request, output.output, &views::REGISTRATIONS_VIEW)
         }
     };
     Ok(Answer::viewed(session.call(&method, request).await?, format, view))
@@ -1033,8 +1037,9 @@ fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value
 
 /// `network projection`: the node's projection payload and application, verified on request.
 async fn node_projection(session: &Session, cluster: &str, node: &str, verify: bool) -> Result<Value, Outcome> {
-    let answer =
-        session.call("getRuntimeNetworkProjectionForNode", json!({ "clusterId": cluster, "nodeId": node })).await?;
+    let answer = session
+        .call(name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE, json!({ "clusterId": cluster, "nodeId": node }))
+        .await?;
     let signed = &answer["projection"];
     let mut printed =
         json!({ "projection": signed.get("payload").cloned().unwrap_or(Value::Null), "applied": answer["applied"] });
@@ -1042,7 +1047,7 @@ async fn node_projection(session: &Session, cluster: &str, node: &str, verify: b
         if signed.is_null() {
             return Err(anyhow::anyhow!("node {node} of cluster {cluster} has no projection to verify").into());
         }
-        let published = session.call("getControllerSigningKeys", json!({})).await?;
+        let published = session.call(name::GET_CONTROLLER_SIGNING_KEYS, json!({})).await?;
         let keys: Vec<PublishedKey> = published["keys"]
             .as_array()
             .into_iter()
@@ -1072,7 +1077,7 @@ async fn resolve_claim(
     generation: Option<u64>,
     decision: DecisionArg,
 ) -> Result<Value, Outcome> {
-    let listed = session.call("listRuntimeLocalStorageClaims", json!({ "clusterId": cluster })).await?;
+    let listed = session.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, json!({ "clusterId": cluster })).await?;
     let current = listed["claims"]
         .as_array()
         .into_iter()
@@ -1094,7 +1099,7 @@ async fn resolve_claim(
         DecisionArg::Rebind => "rebind",
     };
     let reference = json!({ "id": current["id"], "generation": current["generation"], "digest": current["digest"] });
-    session.call("resolveRuntimeLocalStorageClaim", json!({ "claim": reference, "decision": decision })).await
+    session.call(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM, json!({ "claim": reference, "decision": decision })).await
 }
 
 /// The members of an inventory file.
@@ -1181,20 +1186,21 @@ fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
 async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome> {
     let mut applied = Vec::new();
     for organization in inventory.organizations {
-        let stored = session.call_if_found("getOrganization", json!({ "organizationId": organization["id"] })).await?;
+        let stored =
+            session.call_if_found(name::GET_ORGANIZATION, json!({ "organizationId": organization["id"] })).await?;
         let result = put_result(stored.as_ref().map(|answer| &answer["organization"]), &organization);
         if result != "unchanged" {
-            session.call("putOrganization", json!({ "organization": organization })).await?;
+            session.call(name::PUT_ORGANIZATION, json!({ "organization": organization })).await?;
         }
         applied.push(json!({ "organization": organization["id"], "result": result }));
     }
     for cluster in inventory.clusters {
-        let stored = session.call_if_found("getCluster", json!({ "clusterId": cluster["id"] })).await?;
+        let stored = session.call_if_found(name::GET_CLUSTER, json!({ "clusterId": cluster["id"] })).await?;
         let stored = stored.map(|answer| answer["cluster"].clone());
         let result = put_result(stored.as_ref(), &cluster);
         if result != "unchanged" {
             let expected = stored.as_ref().map(|stored| stored["revision"].clone());
-            session.call("putCluster", json!({ "cluster": cluster, "expectedRevision": expected })).await?;
+            session.call(name::PUT_CLUSTER, json!({ "cluster": cluster, "expectedRevision": expected })).await?;
         }
         applied.push(json!({ "cluster": cluster["id"], "result": result }));
     }
@@ -1203,7 +1209,7 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
     for entry in inventory.nodes {
         let rotate = entry.get("rotateCredential").and_then(Value::as_bool).unwrap_or(false);
         let request = json!({ "clusterId": entry["clusterId"], "nodeId": entry["node"]["id"] });
-        let stored = session.call_if_found("getClusterNode", request).await?.map(|answer| {
+        let stored = session.call_if_found(name::GET_CLUSTER_NODE, request).await?.map(|answer| {
             let node = &answer["node"];
             let (namespace, addresses) = (&node["runtimeNamespace"], &node["hostAddresses"]);
             json!({ "id": node["id"], "runtimeNamespace": namespace, "hostAddresses": addresses })
@@ -1215,7 +1221,7 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
         let mut bearer = Value::Null;
         if result != "unchanged" {
             let request = json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": rotate });
-            bearer = session.call("putClusterNode", request).await?["bearer"].take();
+            bearer = session.call(name::PUT_CLUSTER_NODE, request).await?["bearer"].take();
             // Created by another writer between the read and the put: this put updated it.
             if result == "created" && bearer.is_null() {
                 result = "updated";
@@ -1227,12 +1233,12 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
     }
     for spec in inventory.services {
         let request = json!({ "clusterId": spec["clusterId"], "serviceId": spec["serviceId"] });
-        let stored = session.call_if_found("getServiceRuntimeSpec", request).await?;
+        let stored = session.call_if_found(name::GET_SERVICE_RUNTIME_SPEC, request).await?;
         let stored = stored.map(|answer| answer["spec"].clone());
         let result = put_result(stored.as_ref(), &spec);
         if result != "unchanged" {
             let expected = stored.as_ref().map(|stored| stored["revision"].clone());
-            session.call("putServiceRuntimeSpec", json!({ "spec": spec, "expectedRevision": expected })).await?;
+            session.call(name::PUT_SERVICE_RUNTIME_SPEC, json!({ "spec": spec, "expectedRevision": expected })).await?;
         }
         applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "result": result }));
     }
@@ -1264,7 +1270,7 @@ async fn designate(
             request
         }
     };
-    session.call("designateClusterIngress", request).await.map_err(|outcome| match outcome {
+    session.call(name::DESIGNATE_CLUSTER_INGRESS, request).await.map_err(|outcome| match outcome {
         Outcome::Unreachable(message) => Outcome::Unreachable(format!(
             "{message}\nthe designation may have been made: run the same command with --mutation-id {mutation_id} \
              (it resends the same request, answered as a replay if it was)"
@@ -1281,9 +1287,10 @@ async fn designation_request(
     service: &str,
     mutation_id: &str,
 ) -> Result<Value, Outcome> {
-    let stored = session.call("getCluster", json!({ "clusterId": cluster })).await?;
-    let spec = session.call("getServiceRuntimeSpec", json!({ "clusterId": cluster, "serviceId": service })).await?;
-    let current = session.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+    let stored = session.call(name::GET_CLUSTER, json!({ "clusterId": cluster })).await?;
+    let spec =
+        session.call(name::GET_SERVICE_RUNTIME_SPEC, json!({ "clusterId": cluster, "serviceId": service })).await?;
+    let current = session.call(name::GET_CLUSTER_INGRESS_DESIGNATION, json!({ "clusterId": cluster })).await?;
     let expected = match &current["designation"] {
         Value::Null => Value::Null,
         designation => json!({

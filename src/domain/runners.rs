@@ -1032,7 +1032,7 @@ impl ClaimPusher {
             .request(
                 &session.cluster_id,
                 &session.node_id,
-                NodeRequest::ApplyClaim(request.clone()),
+                NodeRequest::ApplyClaim(Box::new(request.clone())),
                 self.settings.timeout,
             )
             .await;

@@ -32,7 +32,7 @@ pub enum NodeRequest {
     /// `pushRuntimeChanged`: which of the node's records changed.
     RuntimeChanged(Vec<ChangeKind>),
     /// `applyRuntimeLocalStorageClaim`: one claim generation under the node's session.
-    ApplyClaim(ApplyRuntimeLocalStorageClaimRequest),
+    ApplyClaim(Box<ApplyRuntimeLocalStorageClaimRequest>),
 }
 
 /// A node's answer to a [`NodeRequest`], as the transport read it.
@@ -42,7 +42,7 @@ pub enum NodeAnswer {
     Acknowledged,
     /// A response to `applyRuntimeLocalStorageClaim` that reads as one (not yet bound to the
     /// request it answers: that is the claim pusher's judgement).
-    Claim(ApplyRuntimeLocalStorageClaimResponse),
+    Claim(Box<ApplyRuntimeLocalStorageClaimResponse>),
 }
 
 /// What the transport of a link is asked to do.

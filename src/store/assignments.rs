@@ -17,7 +17,7 @@
 use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::designations::optional_designation_from_row;
 use super::dialect::Backend;
-use super::heads::{Head, Heads};
+use super::heads::{Heads, head_of_signed_chain};
 use super::inventory::{
     StoredCluster, StoredNode, cluster_from_row, cluster_nodes, lock_reconcile, nodes_by_ids, service_id_from_row,
     service_spec_from_row, service_volume_from_row,
@@ -67,25 +67,7 @@ pub struct UnreadableHead {
 /// record does not.
 pub type AssignmentHeads = Heads<StoredAssignment, UnreadableHead>;
 
-impl Head for StoredAssignment {
-    fn id(&self) -> &Id {
-        &self.signed.payload.id
-    }
-
-    fn reference(&self) -> AuthorityReference {
-        self.signed.payload.reference()
-    }
-}
-
-impl Head for UnreadableHead {
-    fn id(&self) -> &Id {
-        &self.reference.id
-    }
-
-    fn reference(&self) -> AuthorityReference {
-        self.reference.clone()
-    }
-}
+head_of_signed_chain!(StoredAssignment, UnreadableHead);
 
 /// What a reconcile reads about one cluster, for the services of its [`FactScope`].
 #[derive(Debug, Clone)]

@@ -16,6 +16,34 @@ pub trait Head {
     fn reference(&self) -> AuthorityReference;
 }
 
+/// [`Head`] for the two kinds of head of a signed chain: `$readable`, a stored generation whose
+/// `signed.payload` reads back, and `$unreadable`, the head row's own `reference` of one that does
+/// not.
+macro_rules! head_of_signed_chain {
+    ($readable:ty, $unreadable:ty) => {
+        impl $crate::store::heads::Head for $readable {
+            fn id(&self) -> &$crate::contract::Id {
+                &self.signed.payload.id
+            }
+
+            fn reference(&self) -> $crate::contract::AuthorityReference {
+                self.signed.payload.reference()
+            }
+        }
+
+        impl $crate::store::heads::Head for $unreadable {
+            fn id(&self) -> &$crate::contract::Id {
+                &self.reference.id
+            }
+
+            fn reference(&self) -> $crate::contract::AuthorityReference {
+                self.reference.clone()
+            }
+        }
+    };
+}
+pub(crate) use head_of_signed_chain;
+
 /// The heads of a kind, sorted by id: those whose records read back, and those whose records do
 /// not.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,7 +17,7 @@
 
 use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::heads::{Head, Heads};
+use super::heads::{Heads, head_of_signed_chain};
 use super::sql::{HoldsConnection, Row, Statement, head_record};
 use super::{SqlStore, StoreError};
 use crate::contract::signing::Signed;
@@ -96,25 +96,7 @@ pub struct UnreadableClaim {
 /// record does not.
 pub type ClaimHeads = Heads<StoredClaim, UnreadableClaim>;
 
-impl Head for StoredClaim {
-    fn id(&self) -> &Id {
-        &self.signed.payload.id
-    }
-
-    fn reference(&self) -> AuthorityReference {
-        self.signed.payload.reference()
-    }
-}
-
-impl Head for UnreadableClaim {
-    fn id(&self) -> &Id {
-        &self.reference.id
-    }
-
-    fn reference(&self) -> AuthorityReference {
-        self.reference.clone()
-    }
-}
+head_of_signed_chain!(StoredClaim, UnreadableClaim);
 
 /// One change a claim reconcile writes: a new generation (1 with no previous for a new id, else
 /// the head's generation + 1 linking it), which becomes the head.
