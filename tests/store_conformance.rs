@@ -39,7 +39,7 @@ use cloudly::store::{
     Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
     SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
 };
-use cloudly::store::{FactScope, StoredNetworkPlan};
+use cloudly::store::{ClusterGuard, FactScope, StoredNetworkPlan};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection};
 use std::future::Future;
@@ -170,7 +170,7 @@ fn fleet_reference() -> AuthorityReference {
 /// An organization `org`, a Pallet cluster `c1` and an ingress service `ingress` at revision 1.
 async fn inventory(store: &SharedStore) {
     store.put_organization(&organization("org")).await.unwrap();
-    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    written(store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap());
     written(store.put_service_spec(&spec_body("c1", "ingress", "ingress:1"), None).await.unwrap());
 }
 
@@ -350,28 +350,28 @@ async fn organizations_count_their_revisions(context: Context) {
 async fn clusters_are_written_by_compare_and_swap(context: Context) {
     let store = context.migrated().await;
     assert_eq!(
-        store.put_cluster(&cluster("c1", "org"), None).await.unwrap(),
+        store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap(),
         PutOutcome::Missing(MissingKind::Organization)
     );
     store.put_organization(&organization("org")).await.unwrap();
-    let created = written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    let created = written(store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap());
     assert_eq!(created, StoredCluster { cluster: cluster("c1", "org"), revision: 1 });
     assert_eq!(
-        store.put_cluster(&cluster("c1", "org"), None).await.unwrap(),
+        store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap(),
         PutOutcome::RevisionConflict { current: Some(1) },
         "creating an existing cluster"
     );
     let mut moved = cluster("c1", "org");
     moved.runtime = ClusterRuntime { phase: RuntimePhase::Cutover, generation: 5 };
     moved.relay_origin = None;
-    assert_eq!(written(store.put_cluster(&moved, Some(1)).await.unwrap()).revision, 2);
+    assert_eq!(written(store.put_cluster(&moved, Some(1), ClusterGuard::Revision).await.unwrap()).revision, 2);
     assert_eq!(
-        store.put_cluster(&cluster("c1", "org"), Some(1)).await.unwrap(),
+        store.put_cluster(&cluster("c1", "org"), Some(1), ClusterGuard::Revision).await.unwrap(),
         PutOutcome::RevisionConflict { current: Some(2) },
         "a stale revision"
     );
     assert_eq!(
-        store.put_cluster(&cluster("c2", "org"), Some(1)).await.unwrap(),
+        store.put_cluster(&cluster("c2", "org"), Some(1), ClusterGuard::Revision).await.unwrap(),
         PutOutcome::RevisionConflict { current: None },
         "replacing a cluster that does not exist"
     );
@@ -381,7 +381,7 @@ async fn clusters_are_written_by_compare_and_swap(context: Context) {
 
     // Listing is sorted by id (byte order).
     for cluster_id in ["b-cluster", "a-cluster", "C-cluster"] {
-        written(store.put_cluster(&cluster(cluster_id, "org"), None).await.unwrap());
+        written(store.put_cluster(&cluster(cluster_id, "org"), None, ClusterGuard::Revision).await.unwrap());
     }
     let listed: Vec<String> =
         store.list_clusters().await.unwrap().into_iter().map(|stored| stored.cluster.id.to_string()).collect();
@@ -391,7 +391,9 @@ async fn clusters_are_written_by_compare_and_swap(context: Context) {
     let racers: Vec<_> = (0..8)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move { store.put_cluster(&cluster("raced", "org"), None).await.unwrap() })
+            tokio::spawn(async move {
+                store.put_cluster(&cluster("raced", "org"), None, ClusterGuard::Revision).await.unwrap()
+            })
         })
         .collect();
     let mut created = 0;
@@ -697,7 +699,7 @@ async fn refused_designation_writes_nothing(context: Context) {
 
     // Refusals on a fresh cluster leave nothing behind.
     store.put_organization(&organization("org")).await.unwrap();
-    written(store.put_cluster(&cluster("c2", "org"), None).await.unwrap());
+    written(store.put_cluster(&cluster("c2", "org"), None, ClusterGuard::Revision).await.unwrap());
     let on_c2 = |mut proposal: Proposal| {
         proposal.cluster_id = id("c2");
         proposal
@@ -770,20 +772,26 @@ async fn pallet_and_fleet_cutover_designations_exclude_each_other(context: Conte
     fleet.fleet_cutover_ingress_designation = Some(fleet_reference());
 
     // Without a Pallet designation the fleet-cutover one may be set and cleared.
-    assert_eq!(written(store.put_cluster(&fleet, Some(1)).await.unwrap()).revision, 2);
+    assert_eq!(written(store.put_cluster(&fleet, Some(1), ClusterGuard::NoDesignation).await.unwrap()).revision, 2);
     assert_eq!(refusal(Proposal::new(1, None).commit(store.as_ref()).await), DesignationRefusal::KindConflict);
-    assert_eq!(written(store.put_cluster(&cluster("c1", "org"), Some(2)).await.unwrap()).revision, 3);
+    assert_eq!(
+        written(store.put_cluster(&cluster("c1", "org"), Some(2), ClusterGuard::Revision).await.unwrap()).revision,
+        3
+    );
 
-    // Once the cluster holds a Pallet designation, it cannot take a fleet-cutover one.
+    // Once the cluster holds a Pallet designation, a put guarded by `NoDesignation` writes nothing.
     Proposal::new(1, None).accept(store.as_ref()).await;
-    assert_eq!(store.put_cluster(&fleet, Some(3)).await.unwrap(), PutOutcome::DesignationKindConflict);
+    assert_eq!(store.put_cluster(&fleet, Some(3), ClusterGuard::NoDesignation).await.unwrap(), PutOutcome::GuardFailed);
     assert_eq!(store.get_cluster(&id("c1")).await.unwrap().unwrap().revision, 3);
     // Other changes still go through.
     let mut moved = cluster("c1", "org");
     moved.relay_origin = Some("https://relay2.example.net".to_owned());
-    assert_eq!(written(store.put_cluster(&moved, Some(3)).await.unwrap()).revision, 4);
+    assert_eq!(written(store.put_cluster(&moved, Some(3), ClusterGuard::Revision).await.unwrap()).revision, 4);
     // The compare-and-swap is judged first.
-    assert_eq!(store.put_cluster(&fleet, Some(3)).await.unwrap(), PutOutcome::RevisionConflict { current: Some(4) });
+    assert_eq!(
+        store.put_cluster(&fleet, Some(3), ClusterGuard::NoDesignation).await.unwrap(),
+        PutOutcome::RevisionConflict { current: Some(4) }
+    );
 }
 
 /// Races `count` proposals expecting `expected`, spread over `stores`; answers the one accepted.
@@ -1186,7 +1194,7 @@ async fn designations_written_before_migration_5_read_back(context: Context) {
     assert!(!store.is_ready().await.unwrap(), "version 5 is pending");
     // The inventory as the old build wrote it (this build's service writes need version 5).
     store.put_organization(&organization("org")).await.unwrap();
-    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    written(store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap());
     let body = spec_body("c1", "ingress", "ingress:1");
     let body_text = cloudly::contract::json::canonical(&serde_json::to_value(&body).unwrap()).unwrap();
     context
@@ -1365,7 +1373,7 @@ async fn facts_written_between_read_and_write_are_judged_again(context: Context)
             meanwhile(&context.database, |other| async move {
                 let mut moved = cluster("c1", "org");
                 moved.runtime.generation += 1;
-                written(other.put_cluster(&moved, Some(1)).await.unwrap());
+                written(other.put_cluster(&moved, Some(1), ClusterGuard::Revision).await.unwrap());
             });
         }
         rotation.judge(facts, &calls)
@@ -1808,7 +1816,7 @@ async fn volume_declarations_written_before_migration_15_are_found_by_volume_id(
     let store = context.store.clone();
     assert!(!store.is_ready().await.unwrap(), "version 15 is pending");
     store.put_organization(&organization("org")).await.unwrap();
-    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    written(store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap());
     let volume = |volume_id: &str| {
         json!({ "id": volume_id, "mountPath": format!("/var/lib/{volume_id}"), "readOnly": false, "driver": "local",
                 "driverOptions": [], "mountOptions": [],
@@ -1872,7 +1880,7 @@ async fn projection_rows_written_before_migration_13_read_back(context: Context)
     let store = context.store.clone();
     assert!(!store.is_ready().await.unwrap(), "version 13 is pending");
     store.put_organization(&organization("org")).await.unwrap();
-    written(store.put_cluster(&cluster("c1", "org"), None).await.unwrap());
+    written(store.put_cluster(&cluster("c1", "org"), None, ClusterGuard::Revision).await.unwrap());
     let digest = format!("sha256:{}", "ab".repeat(32));
     let statements: Vec<String> = [
         "INSERT INTO ingress_route_tables (cluster_id, revision) VALUES ('c1', 3)",

@@ -11,7 +11,7 @@ use super::sessions::NodeSessionStatus;
 use super::{ClusterRequest, Controller, DomainError};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::{Id, NodeId};
-use crate::store::{MissingKind, PutOutcome, StoredCluster, StoredNode, StoredOrganization};
+use crate::store::{ClusterGuard, MissingKind, PutOutcome, StoredCluster, StoredNode, StoredOrganization};
 
 /// The prefix of node bearers (`sznb_` + 256 random bits).
 pub const NODE_BEARER_PREFIX: &str = "sznb_";
@@ -125,14 +125,21 @@ impl Controller {
     /// `putCluster` (admin) → `{ cluster }`.
     pub async fn put_cluster(&self, request: PutClusterRequest) -> Result<StoredCluster, DomainError> {
         let PutClusterRequest { cluster, expected_revision: expected } = request;
-        match self.store.put_cluster(&cluster, expected).await? {
+        // A cluster holds one kind of ingress designation: a fleet-cutover reference only on a
+        // cluster without a Pallet designation (the reference is stored only to keep the two
+        // kinds apart; this controller does not run the fleet-cutover flow).
+        let guard = match cluster.fleet_cutover_ingress_designation {
+            Some(_) => ClusterGuard::NoDesignation,
+            None => ClusterGuard::Revision,
+        };
+        match self.store.put_cluster(&cluster, expected, guard).await? {
             PutOutcome::Written(stored) => {
                 self.assignments_changed(&stored.cluster.id, Change::Cluster).await;
                 Ok(stored)
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::RevisionConflict(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::DesignationKindConflict => Err(DomainError::DesignationKindConflict),
+            PutOutcome::GuardFailed => Err(DomainError::DesignationKindConflict),
         }
     }
 
@@ -164,7 +171,7 @@ impl Controller {
             }
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::RevisionConflict { current } => Err(DomainError::RevisionConflict(current)),
-            PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+            PutOutcome::GuardFailed => Err(DomainError::Internal),
         }
     }
 
@@ -207,7 +214,7 @@ impl Controller {
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+            PutOutcome::GuardFailed => Err(DomainError::Internal),
         }
     }
 
@@ -234,7 +241,7 @@ impl Controller {
             }
             PutOutcome::RevisionConflict { current } => Err(DomainError::SpecRevisionMismatch(current)),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+            PutOutcome::GuardFailed => Err(DomainError::Internal),
         }
     }
 }

@@ -228,7 +228,7 @@ impl Controller {
                 Ok(RelayCredentialIssued { relay: ClusterRelay { cluster_id, relay_id, origin }, bearer })
             }
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+            PutOutcome::RevisionConflict { .. } | PutOutcome::GuardFailed => Err(DomainError::Internal),
         }
     }
 
@@ -366,7 +366,7 @@ impl Controller {
         match outcome {
             PutOutcome::Written(table) => Ok(table),
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
-            PutOutcome::RevisionConflict { .. } | PutOutcome::DesignationKindConflict => Err(DomainError::Internal),
+            PutOutcome::RevisionConflict { .. } | PutOutcome::GuardFailed => Err(DomainError::Internal),
         }
     }
 

@@ -17,14 +17,10 @@
 //! route writes, each for its own scope's few statements. No lock narrower than the cluster (per
 //! service, per pool) exists. On SQLite every write transaction is `BEGIN IMMEDIATE`, so both
 //! locks are the database's one write lock.
-//!
-//! `put_cluster` refuses a fleet-cutover designation on a cluster that holds a designation
-//! (`PutOutcome::DesignationKindConflict`): the fleet reference is stored only to keep the two
-//! kinds apart, since this controller does not run the fleet-cutover flow.
 
 use super::codec::{read_cluster, read_node, read_organization, read_service_spec};
 use super::sql::{HoldsConnection, Row, Statement, Transaction, placeholder_rows};
-use super::{MissingKind, PutOutcome, SqlStore, StoreError};
+use super::{ClusterGuard, MissingKind, PutOutcome, SqlStore, StoreError};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::reader::compare_bytes;
 use crate::contract::{Id, NodeId};
@@ -78,6 +74,7 @@ pub trait InventoryStore: Send + Sync {
         &self,
         cluster: &ClusterSpec,
         expected_revision: Option<u64>,
+        guard: ClusterGuard,
     ) -> Result<PutOutcome<StoredCluster>, StoreError>;
 
     /// One cluster.
@@ -337,6 +334,7 @@ impl InventoryStore for SqlStore {
         &self,
         cluster: &ClusterSpec,
         expected_revision: Option<u64>,
+        guard: ClusterGuard,
     ) -> Result<PutOutcome<StoredCluster>, StoreError> {
         let columns = ClusterColumns::of(cluster)?;
         let backend = self.pool.backend();
@@ -381,17 +379,17 @@ impl InventoryStore for SqlStore {
                 1
             }
             (Some(current), Some(expected)) if current == expected => {
-                if cluster.fleet_cutover_ingress_designation.is_some() {
-                    let holds_pallet_designation = Statement::new(
+                if guard == ClusterGuard::NoDesignation {
+                    let holds_designation = Statement::new(
                         "SELECT 1 AS present FROM clusters WHERE id = $1 AND designation_generation IS NOT NULL",
                     )
                     .text(cluster.id.as_str())
                     .fetch_optional(&mut transaction)
                     .await?
                     .is_some();
-                    if holds_pallet_designation {
+                    if holds_designation {
                         transaction.rollback().await?;
-                        return Ok(PutOutcome::DesignationKindConflict);
+                        return Ok(PutOutcome::GuardFailed);
                     }
                 }
                 let next = current + 1;

@@ -13,9 +13,8 @@
 //! **Architecture invariant: the store stores; it does not judge.** It reads facts and writes
 //! what the domain decided, with guarded statements that write nothing when the facts moved. It
 //! never calls into the domain; where a decision must be taken under a lock, it hands the domain a
-//! locked transaction ([`LockedDesignation`], [`LockedAssignments`]). One rule is still checked
-//! here: [`InventoryStore::put_cluster`] answers [`PutOutcome::DesignationKindConflict`] for a
-//! fleet-cutover designation on a cluster that holds a designation.
+//! locked transaction ([`LockedDesignation`], [`LockedAssignments`]), or it takes the domain's
+//! guard and writes only while it holds ([`ClusterGuard`]).
 //!
 //! **Architecture invariant: no secret value leaves the store except sealed.** The store keeps
 //! bearer values only as AEAD ciphertext plus a SHA-256 hash; it never sees plaintext.
@@ -104,8 +103,18 @@ pub enum PutOutcome<T> {
     },
     /// A record this one names (organization, cluster) does not exist.
     Missing(MissingKind),
-    /// The cluster holds a Pallet ingress designation, so it cannot take a fleet-cutover one.
-    DesignationKindConflict,
+    /// The write's guard besides the revision did not hold ([`ClusterGuard`]); nothing written.
+    GuardFailed,
+}
+
+/// What must hold of a stored cluster, besides its revision, for `put_cluster` to write it; read
+/// under the cluster's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterGuard {
+    /// Nothing more.
+    Revision,
+    /// The cluster holds no ingress designation.
+    NoDesignation,
 }
 
 /// The services a reconcile reads and decides for.
