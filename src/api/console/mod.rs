@@ -2,8 +2,8 @@
 //! the same router and listener as the API and behind the same admission (every console request
 //! takes a permit of the request pool, as `POST /typedrequest` does).
 //!
-//! - **Pages** are rendered on the server (`pages`, with `maud`); the stylesheet and the one
-//!   script are embedded in the binary (`assets/`). Nothing is fetched from elsewhere.
+//! - **Pages** are rendered on the server (`pages`, with `maud`); the stylesheet, the one
+//!   script and the icon are embedded in the binary (`assets/`). Nothing is fetched from elsewhere.
 //! - **Sign-in**: the operator pastes an identity (the file `cloudly serve` writes, or its token
 //!   alone) or picks the file; it is verified as an API call verifies it, kept here in a session
 //!   ([`sessions`]) that expires with the identity, and the browser gets only the session's random
@@ -69,6 +69,7 @@ const LIVE_SETTLE: Duration = Duration::from_millis(50);
 
 const STYLESHEET: &str = include_str!("assets/console.css");
 const SCRIPT: &str = include_str!("assets/console.js");
+const ICON: &str = include_str!("assets/favicon.svg");
 
 /// What the console keeps: its sessions and its live stream places.
 struct Console {
@@ -88,6 +89,7 @@ pub(super) fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/live", get(live))
         .route("/console/assets/console.css", get(|| async { asset("text/css; charset=utf-8", STYLESHEET) }))
         .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/console/assets/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .layer(middleware::from_fn_with_state(state.clone(), super::limits::admit_typed_request))
         .layer(middleware::map_response(security_headers))
         .layer(Extension(console))

@@ -29,6 +29,7 @@ pub fn layout(title: &str, operator: Option<&Operator<'_>>, live: Option<&str>, 
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Cloudly console" }
+                link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml";
                 link rel="stylesheet" href="/console/assets/console.css";
                 script src="/console/assets/console.js" defer {}
             }
