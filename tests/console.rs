@@ -230,11 +230,33 @@ on_both_stores!(bad_input_gets_a_clear_page_and_changes_nothing, |backend| async
         .await;
     assert_eq!(token_only.status, StatusCode::SEE_OTHER, "{}", token_only.body);
 
-    // An oversized form: a clear page, no session.
+    // An oversized form, streamed or declared: a clear page, no session.
     let oversized = format!("identity={}", "a".repeat(64 * 1024));
     let answer = console.post_form("/console/sign-in", &oversized, None, false).await;
     assert_eq!(answer.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(answer.body.contains("too large") && !answer.headers.contains_key(header::SET_COOKIE));
+    let declared = Request::post("/console/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::CONTENT_LENGTH, 2 * 1024 * 1024)
+        .body(Body::from(oversized.clone()))
+        .unwrap();
+    let answer = console.send(declared).await;
+    assert_eq!(answer.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        answer.body.contains("too large")
+            && answer.headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html")
+    );
+
+    // A valid identity posted from another site: refused, no session.
+    let cross_site = Request::post("/console/sign-in")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::ORIGIN, "https://elsewhere.example")
+        .body(Body::from(format!("identity={}", urlencode(&admin.to_string()))))
+        .unwrap();
+    let answer = console.send(cross_site).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert!(answer.body.contains("another site") && !answer.headers.contains_key(header::SET_COOKIE));
 
     // The session expires with the identity.
     let cookie = console.sign_in(&admin).await;

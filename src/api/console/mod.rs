@@ -22,7 +22,8 @@
 //! - **Headers**: every answer carries a strict `Content-Security-Policy` (no inline script or
 //!   style, nothing from another origin, no framing), `no-store`, `nosniff` and `no-referrer`.
 //! - **Bad input** (a path that names no page, an unknown id, a forged or expired cookie, an
-//!   oversized form) gets a page that says so and changes nothing.
+//!   oversized form, a form posted from another site) gets a page that says so and changes
+//!   nothing.
 
 mod pages;
 mod reads;
@@ -91,8 +92,48 @@ pub(super) fn routes(state: &AppState) -> Router<AppState> {
         .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/console/assets/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .layer(middleware::from_fn_with_state(state.clone(), super::limits::admit_typed_request))
+        .layer(middleware::from_fn(refuse_large_bodies))
         .layer(middleware::map_response(security_headers))
         .layer(Extension(console))
+}
+
+/// A body declared larger than any console form gets a page at once, before it is read.
+async fn refuse_large_bodies(request: axum::extract::Request, next: middleware::Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > SIGN_IN_BODY_BYTES as u64) {
+        return too_large(request.headers());
+    }
+    next.run(request).await
+}
+
+fn too_large(headers: &HeaderMap) -> Response {
+    let message = "That is too large to be an identity: paste the identity file or its token.";
+    signed_out(StatusCode::PAYLOAD_TOO_LARGE, Some(message), headers)
+}
+
+/// True when a form post came from another site: `Sec-Fetch-Site` says so, or `Origin` names
+/// another host than `Host`. A console form is only ever sent from a console page.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let header = |name: header::HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(site) = header(header::HeaderName::from_static("sec-fetch-site"))
+        && !matches!(site, "same-origin" | "none")
+    {
+        return true;
+    }
+    match (header(header::ORIGIN), header(header::HOST)) {
+        (Some(origin), Some(host)) => origin.split_once("://").is_none_or(|(_, origin_host)| origin_host != host),
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+fn cross_site_refused() -> Response {
+    let problem = pages::problem("Refused", "This form was sent from another site; nothing changed.");
+    html(StatusCode::FORBIDDEN, pages::layout("Refused", None, None, problem))
 }
 
 async fn security_headers(mut response: Response) -> Response {
@@ -264,12 +305,12 @@ async fn sign_in(
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
+    if cross_site(&headers) {
+        return cross_site_refused();
+    }
     let form = match form {
         Ok(Form(form)) => form,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            let message = "That is too large to be an identity: paste the identity file or its token.";
-            return signed_out(StatusCode::PAYLOAD_TOO_LARGE, Some(message), &headers);
-        }
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => return too_large(&headers),
         Err(_) => return signed_out(StatusCode::BAD_REQUEST, Some("The form was not understood."), &headers),
     };
     let refused = "This identity was refused: it is not one this controller signed, or it has expired.";
@@ -300,6 +341,9 @@ async fn sign_in(
 }
 
 async fn sign_out(Extension(console): Extension<Arc<Console>>, headers: HeaderMap) -> Response {
+    if cross_site(&headers) {
+        return cross_site_refused();
+    }
     if let Some(id) = cookie_id(&headers) {
         console.sessions.remove(id);
     }
@@ -437,5 +481,22 @@ mod tests {
         assert_eq!(cookie_id(&headers), Some("abc"));
         headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
         assert!(over_tls(&headers));
+    }
+
+    #[test]
+    fn a_form_from_another_site_is_told_apart() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(*name, HeaderValue::from_static(value));
+            }
+            headers
+        };
+        assert!(!cross_site(&headers(&[])), "a client that sends neither header");
+        assert!(!cross_site(&headers(&[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:8080")])));
+        assert!(!cross_site(&headers(&[("sec-fetch-site", "same-origin")])));
+        assert!(cross_site(&headers(&[("host", "127.0.0.1:8080"), ("origin", "https://evil.example")])));
+        assert!(cross_site(&headers(&[("host", "127.0.0.1:8080"), ("origin", "null")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
     }
 }
