@@ -3,7 +3,8 @@
 //! (playwright-core driving Debian's `chromium`, headless) signing in with the bootstrap identity
 //! file. At each step the script names, this test makes the change (the node reports its
 //! assignments ready, a new designation, a route) and the script watches it appear without a
-//! reload. Screenshots go to `<CARGO_TARGET_TMPDIR>/console-browser/`.
+//! reload; then a viewer reads every page, and a forged cookie and a form posted from another
+//! site are refused. Screenshots go to `<CARGO_TARGET_TMPDIR>/console-browser/`.
 //!
 //! `scripts/test.sh` installs `chromium` and the script's `node_modules` when they are missing;
 //! without them this test fails, it never skips.

@@ -137,6 +137,20 @@ try {
   check(!(await page.content()).includes('data-service'), 'a forged cookie sees no service');
   await shot(page, '05-forged-cookie');
 
+  // A page of another site posting a valid identity to the console: refused, no session.
+  await context.clearCookies();
+  const elsewhere = await context.newPage();
+  await elsewhere.setContent(`<form method="post" action="${CONSOLE_URL}/console/sign-in">
+    <input name="identity"><button type="submit">go</button></form>`);
+  await elsewhere.fill('input[name=identity]', readFileSync(IDENTITY_FILE, 'utf8'));
+  const [crossSite] = await Promise.all([
+    elsewhere.waitForResponse((answer) => answer.url().endsWith('/console/sign-in')),
+    elsewhere.click('button'),
+  ]);
+  check(crossSite.status() === 403, `a cross-site sign-in gets ${crossSite.status()}`);
+  check((await context.cookies()).length === 0, 'a cross-site sign-in made a session');
+  await elsewhere.close();
+
   check(problems.length === 0, `the browser reported: ${problems.join('; ')}`);
   console.log('done');
 } finally {

@@ -20,7 +20,8 @@
 //!   [`sessions::STREAMS_PER_SESSION`] per session, so unauthenticated clients cannot use up what
 //!   operators need.
 //! - **Headers**: every answer carries a strict `Content-Security-Policy` (no inline script or
-//!   style, nothing from another origin, no framing), `no-store`, `nosniff` and `no-referrer`.
+//!   style, nothing from another origin, no framing), `no-store`, `nosniff`, and a referrer only
+//!   to the console itself (`same-origin`; with `no-referrer` a browser sends `Origin: null`).
 //! - **Bad input** (a path that names no page, an unknown id, a forged or expired cookie, an
 //!   oversized form, a form posted from another site) gets a page that says so and changes
 //!   nothing.
@@ -115,14 +116,13 @@ fn too_large(headers: &HeaderMap) -> Response {
     signed_out(StatusCode::PAYLOAD_TOO_LARGE, Some(message), headers)
 }
 
-/// True when a form post came from another site: `Sec-Fetch-Site` says so, or `Origin` names
-/// another host than `Host`. A console form is only ever sent from a console page.
+/// True when a form post came from another site: `Sec-Fetch-Site` says so, or, from a browser
+/// that does not send it, `Origin` names another host than `Host`. A console form is only ever
+/// sent from a console page.
 fn cross_site(headers: &HeaderMap) -> bool {
     let header = |name: header::HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(site) = header(header::HeaderName::from_static("sec-fetch-site"))
-        && !matches!(site, "same-origin" | "none")
-    {
-        return true;
+    if let Some(site) = header(header::HeaderName::from_static("sec-fetch-site")) {
+        return !matches!(site, "same-origin" | "none");
     }
     match (header(header::ORIGIN), header(header::HOST)) {
         (Some(origin), Some(host)) => origin.split_once("://").is_none_or(|(_, origin_host)| origin_host != host),
@@ -140,7 +140,7 @@ async fn security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
@@ -498,5 +498,7 @@ mod tests {
         assert!(cross_site(&headers(&[("host", "127.0.0.1:8080"), ("origin", "https://evil.example")])));
         assert!(cross_site(&headers(&[("host", "127.0.0.1:8080"), ("origin", "null")])));
         assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
+        let same_origin_without_referrer = [("sec-fetch-site", "same-origin"), ("origin", "null")];
+        assert!(!cross_site(&headers(&same_origin_without_referrer)), "Sec-Fetch-Site decides when sent");
     }
 }
