@@ -306,5 +306,21 @@ on_both_stores!(a_live_page_shows_a_new_designation_generation, |backend| async 
         }
     }
     drop(body);
+
+    // A session holds at most four live streams; one that ends makes room.
+    let open = || async {
+        let request = Request::get("/console/live?page=%2Fclusters%2Fc1").header(header::COOKIE, &cookie);
+        console.app.clone().oneshot(request.body(Body::empty()).unwrap()).await.unwrap()
+    };
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        let stream = open().await;
+        assert_eq!(stream.status(), StatusCode::OK);
+        streams.push(stream);
+    }
+    assert_eq!(open().await.status(), StatusCode::TOO_MANY_REQUESTS);
+    streams.pop();
+    assert_eq!(open().await.status(), StatusCode::OK);
+    drop(streams);
     service.stop().await;
 });

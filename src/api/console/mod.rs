@@ -15,7 +15,8 @@
 //!   refuses it.
 //! - **Live**: a page names itself in `main[data-live]`; the script opens
 //!   `/console/live?page=…`, a server-sent event stream that renders the page's `main` again on
-//!   every store signal and at least every [`LIVE_POLL`], and sends it when it changed. Only a
+//!   every store signal and at least every [`LIVE_POLL`] (less often when a render is costly),
+//!   and sends it when it changed. Only a
 //!   signed-in session may open one: at most [`MAX_STREAMS`] in all and
 //!   [`sessions::STREAMS_PER_SESSION`] per session, so unauthenticated clients cannot use up what
 //!   operators need.
@@ -65,6 +66,10 @@ pub const MAX_STREAMS: usize = 32;
 
 /// The longest a live page goes without being rendered again.
 pub const LIVE_POLL: Duration = Duration::from_millis(500);
+
+/// A live page waits at least this many times as long as its last render took before the next:
+/// its reads take at most a fifth of the time of one worker.
+const RENDER_SHARE: u32 = 4;
 
 /// How long a live page waits after a signal before rendering, so a burst is rendered once.
 const LIVE_SETTLE: Duration = Duration::from_millis(50);
@@ -366,6 +371,10 @@ struct Live {
     last: u64,
     signals: crate::store::signals::SignalSubscription,
     signals_open: bool,
+    /// When the page was last rendered, and what that render took: the next one waits at least
+    /// [`RENDER_SHARE`] times as long, so a page that is costly to read (a very large cluster)
+    /// is followed less often instead of keeping the store busy.
+    rendered: (tokio::time::Instant, Duration),
     _places: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
@@ -381,12 +390,15 @@ impl Live {
     /// the session ended (after which the stream ends). `None` ends the stream.
     async fn next(&mut self) -> Option<Event> {
         loop {
+            let (rendered_at, cost) = self.rendered;
             tokio::select! {
                 signal = self.signals.next(), if self.signals_open => self.signals_open = signal.is_some(),
-                () = tokio::time::sleep(LIVE_POLL) => {}
+                () = tokio::time::sleep_until(rendered_at + LIVE_POLL.max(cost * RENDER_SHARE)) => {}
             }
-            // A burst of signals is rendered once.
-            tokio::time::sleep(LIVE_SETTLE).await;
+            // A burst of signals is rendered once, and never sooner than the last render's cost
+            // allows.
+            let now = tokio::time::Instant::now();
+            tokio::time::sleep_until((now + LIVE_SETTLE).max(rendered_at + cost * RENDER_SHARE)).await;
             if self.state.controller.is_draining() {
                 return None;
             }
@@ -394,7 +406,10 @@ impl Live {
             let Some(session) = self.console.sessions.get(&self.cookie, now_ms) else {
                 return Some(Event::default().event("signed-out").data("signed out"));
             };
-            let main = match reads::render(&self.state.controller, &session, &self.page).await {
+            let started = tokio::time::Instant::now();
+            let rendered = reads::render(&self.state.controller, &session, &self.page).await;
+            self.rendered = (tokio::time::Instant::now(), started.elapsed());
+            let main = match rendered {
                 Ok((_, main)) => main.into_string(),
                 Err(error) if error.code() == "identity-refused" => {
                     self.console.sessions.remove(&self.cookie);
@@ -432,10 +447,12 @@ async fn live(
         return super::limits::overloaded_response();
     };
     // The page as first served: only a change is sent.
+    let started = tokio::time::Instant::now();
     let last = match reads::render(&state.controller, &session, &page).await {
         Ok((_, main)) => digest_of(&main.into_string()),
         Err(_) => 0,
     };
+    let rendered = (tokio::time::Instant::now(), started.elapsed());
     let live = Live {
         signals: state.controller.store.subscribe_signals(),
         signals_open: true,
@@ -444,6 +461,7 @@ async fn live(
         console,
         page,
         last,
+        rendered,
         _places: (session_place, place),
     };
     let events = futures_util::stream::unfold(live, |mut live| async move {
