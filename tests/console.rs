@@ -324,3 +324,34 @@ on_both_stores!(a_live_page_shows_a_new_designation_generation, |backend| async 
     drop(streams);
     service.stop().await;
 });
+
+/// A live stream over a real connection ends when the controller stops: it does not hold the
+/// graceful shutdown open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_live_stream_ends_when_the_controller_stops() {
+    let service = TestService::start(Backend::Sqlite).await;
+    service.put_pallet_cluster("c1").await;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let form = format!("identity={}", urlencode(&service.admin().to_string()));
+    let signed_in = client
+        .post(format!("{}/console/sign-in", service.base_url))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), StatusCode::SEE_OTHER);
+    let cookie = signed_in.headers()[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let mut stream = client
+        .get(format!("{}/console/live?page=%2Fclusters%2Fc1", service.base_url))
+        .header(header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    tokio::time::timeout(Duration::from_secs(10), service.stop())
+        .await
+        .expect("the controller stops with a stream open");
+    let ended = tokio::time::timeout(Duration::from_secs(5), async { while let Ok(Some(_)) = stream.chunk().await {} });
+    ended.await.expect("the stream ended");
+}

@@ -9,7 +9,8 @@
 //!   ([`sessions`]) that expires with the identity, and the browser gets only the session's random
 //!   id, in an `HttpOnly; SameSite=Strict` cookie (`Secure` when the request came over TLS, as a
 //!   proxy in front says with `X-Forwarded-Proto: https`). Every role may read; nothing here
-//!   writes.
+//!   writes. Sessions live in the process that signed the operator in: several controllers
+//!   behind one address need a proxy that keeps a browser on one of them.
 //! - **Reads** go through the method table with the session's identity (`reads`): no second
 //!   authorization path, so an expired, rotated-out or forged identity is refused as the API
 //!   refuses it.
