@@ -167,7 +167,8 @@ on_both_stores!(an_operator_signs_in_and_reads_every_page, |backend| async move 
     assert!(node.contains("tcp/443") && node.contains("corestore"), "grants and host platform endpoints:\n{node}");
     let web = console.get("/console/clusters/c1/services/web", Some(&cookie)).await;
     assert_eq!(web.status, StatusCode::OK);
-    assert!(web.body.contains("registry.example/ingress:1.4.2"), "{}", web.body);
+    assert!(web.body.contains("Service web") && web.body.contains("registry.example/ingress:1.4.2"), "{}", web.body);
+    assert!(web.body.contains("tcp/443") && web.body.contains(r#"href="/console/clusters/c1/nodes/node-2""#));
     let volumes = console.get("/console/clusters/c1/volumes", Some(&cookie)).await;
     assert_eq!(volumes.status, StatusCode::OK);
 

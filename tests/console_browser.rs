@@ -192,7 +192,7 @@ async fn an_operator_follows_the_cluster_in_chromium() {
     let status = tokio::time::timeout(Duration::from_secs(30), browser.wait()).await.expect("node exits").unwrap();
     assert!(status.success(), "the browser story failed ({status}) after the steps {steps:?}");
     assert_eq!(steps, ["converge", "designate", "route"]);
-    for shot in ["01-clusters", "02-cluster", "03-node", "04-volumes", "05-forged-cookie"] {
+    for shot in ["01-clusters", "02-cluster", "03-node", "04-volumes", "05-forged-cookie", "06-service-as-viewer"] {
         assert!(output.join(format!("{shot}.png")).exists(), "screenshot {shot}");
     }
 

@@ -127,6 +127,8 @@ try {
     check(answer.status() === 200, `a viewer reads ${path}: ${answer.status()}`);
   }
   check((await page.textContent('header .operator')).includes('viewer'), 'the header names the viewer');
+  check((await page.textContent('#assignments')).includes('node-1'), 'the service page lists its assignments per node');
+  await shot(page, '06-service-as-viewer');
 
   // A forged cookie: the sign-in page, nothing shown.
   await context.clearCookies();

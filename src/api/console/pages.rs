@@ -385,7 +385,18 @@ pub struct ServiceView {
 /// its claims with the node's last answer, and its spec.
 pub fn service(view: &ServiceView) -> Markup {
     let base = format!("/console/clusters/{}", view.cluster_id);
-    let service_id = text(&view.spec, "id");
+    let service_id = text(&view.spec, "serviceId");
+    let listed = |key: &str, item: &dyn Fn(&Value) -> String| -> String {
+        let items: Vec<String> =
+            view.spec[key].as_array().map(|list| list.iter().map(item).collect()).unwrap_or_default();
+        if items.is_empty() { "none".to_owned() } else { items.join(", ") }
+    };
+    let ports = listed("ports", &|port| format!("{}/{}", text(port, "protocol"), number(&port["port"])));
+    let volumes = listed("volumes", &|volume| format!("{} at {}", text(volume, "id"), text(volume, "mountPath")));
+    let placement: Vec<&str> = view.spec["placement"]["nodeIds"]
+        .as_array()
+        .map(|nodes| nodes.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let reason = view.status["reason"].as_str();
     html! {
         h1 { "Service " (service_id) }
@@ -415,7 +426,24 @@ pub fn service(view: &ServiceView) -> Markup {
         }
         section #spec {
             h2 { "Spec" }
-            pre.spec { (serde_json::to_string_pretty(&view.spec).unwrap_or_default()) }
+            table.spec-facts {
+                tbody {
+                    tr { th { "Image" } td { code { (text(&view.spec, "image")) } } }
+                    tr { th { "Replicas" } td { (number(&view.spec["replicas"])) } }
+                    tr { th { "Placement" } td {
+                        @for (index, node) in placement.iter().enumerate() {
+                            @if index > 0 { ", " }
+                            a href={ (base) "/nodes/" (node) } { (node) }
+                        }
+                    } }
+                    tr { th { "Ports" } td { (ports) } }
+                    tr { th { "Volumes" } td { (volumes) } }
+                }
+            }
+            details {
+                summary { "The whole spec, as the API answers it" }
+                pre.spec { (serde_json::to_string_pretty(&view.spec).unwrap_or_default()) }
+            }
         }
     }
 }
@@ -721,6 +749,34 @@ mod tests {
         assert_eq!(svg.matches("<rect").count(), 2, "each lease is drawn once");
         assert!(svg.contains("tcp/443") && svg.contains("tcp/80"));
         assert!(svg.contains("10.64.0.1 · edge on node-1") && svg.contains("10.64.0.5 · web on node-1"));
+    }
+
+    #[test]
+    fn the_service_page_shows_its_spec_assignments_and_claims_plainly() {
+        let report = AssignmentReport {
+            assignment_id: crate::contract::Id::parse("asg-1").unwrap(),
+            generation: 2,
+            service_id: crate::contract::Id::parse("db").unwrap(),
+            spec_revision: 3,
+            state: Some("failed".to_owned()),
+            reported_at: Some(NOW - 60_000),
+            running: false,
+        };
+        let view = ServiceView {
+            cluster_id: "c1".to_owned(),
+            spec: json!({ "serviceId": "db", "revision": 3, "image": "postgres:17", "replicas": 1,
+                          "placement": { "nodeIds": ["node-1"] }, "ports": [{ "protocol": "tcp", "port": 5432 }],
+                          "volumes": [{ "id": "data", "mountPath": "/var/lib/db" }] }),
+            status: json!({ "id": "db", "specRevision": 3, "state": "waiting", "reason": "failure-backoff", "changedAt": NOW }),
+            assignments: vec![("node-1".to_owned(), vec![report])],
+            claims: vec![],
+            now_ms: NOW,
+        };
+        let html = service(&view).into_string();
+        assert!(html.contains("Service db") && html.contains("postgres:17") && html.contains("tcp/5432"), "{html}");
+        assert!(html.contains("data at /var/lib/db") && html.contains("failure-backoff"));
+        assert!(html.contains("asg-1") && html.contains("failed") && html.contains("1m ago"));
+        assert!(html.contains(r#"href="/console/clusters/c1/nodes/node-1""#));
     }
 
     #[test]
