@@ -479,10 +479,16 @@ fn lease_label(endpoints: &[Value], id: &str) -> String {
 }
 
 /// The grants graph: the ingress leases (sources) on the left, the target leases on the right,
-/// one edge per grant labelled with its protocol and port. Plain SVG, styled by the stylesheet.
+/// one arrow per pair of leases labelled with the protocols and ports granted between them.
+/// Plain SVG, styled by the stylesheet.
 pub fn grants_graph(endpoints: &[Value], grants: &[Value]) -> Markup {
-    let mut sources: Vec<&str> = grants.iter().map(|grant| text(&grant["source"], "id")).collect();
-    let mut targets: Vec<&str> = grants.iter().map(|grant| text(&grant["destination"], "id")).collect();
+    let mut edges: std::collections::BTreeMap<(&str, &str), Vec<String>> = std::collections::BTreeMap::new();
+    for grant in grants {
+        let pair = (text(&grant["source"], "id"), text(&grant["destination"], "id"));
+        edges.entry(pair).or_default().push(format!("{}/{}", text(grant, "protocol"), number(&grant["port"])));
+    }
+    let mut sources: Vec<&str> = edges.keys().map(|(source, _)| *source).collect();
+    let mut targets: Vec<&str> = edges.keys().map(|(_, target)| *target).collect();
     sources.sort_unstable();
     sources.dedup();
     targets.sort_unstable();
@@ -495,16 +501,25 @@ pub fn grants_graph(endpoints: &[Value], grants: &[Value]) -> Markup {
     let height = rows * ROW + 30;
     let y_of = |index: usize| 30 + index * ROW;
     let position = |list: &[&str], id: &str| list.iter().position(|entry| *entry == id).unwrap_or(0);
+    let (left, right) = (10 + BOX_WIDTH, WIDTH - BOX_WIDTH - 10);
     html! {
         svg.grants viewBox={ "0 0 " (WIDTH) " " (height) } width=(WIDTH) height=(height) role="img" aria-label="Workload ingress grants: ingress leases to target leases" {
+            defs {
+                marker #grant-arrow viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto" {
+                    path d="M 0 0 L 10 5 L 0 10 z" {}
+                }
+            }
             text.column x="10" y="16" { "Ingress leases" }
-            text.column x=(WIDTH - BOX_WIDTH - 10) y="16" { "Target leases" }
-            @for grant in grants {
-                @let from = y_of(position(&sources, text(&grant["source"], "id"))) + BOX_HEIGHT / 2;
-                @let to = y_of(position(&targets, text(&grant["destination"], "id"))) + BOX_HEIGHT / 2;
+            text.column x=(right) y="16" { "Target leases" }
+            @for ((source, target), ports) in &edges {
+                @let from = y_of(position(&sources, source)) + BOX_HEIGHT / 2;
+                @let to = y_of(position(&targets, target)) + BOX_HEIGHT / 2;
+                // The label sits two thirds of the way, nearer its target, so arrows that cross in
+                // the middle keep their labels apart.
+                @let label_y = (from + 2 * to) / 3;
                 g.grant {
-                    line x1=(10 + BOX_WIDTH) y1=(from) x2=(WIDTH - BOX_WIDTH - 10) y2=(to) {}
-                    text.port x=(WIDTH / 2) y=((from + to) / 2 - 4) text-anchor="middle" { (text(grant, "protocol")) "/" (number(&grant["port"])) }
+                    line x1=(left) y1=(from) x2=(right) y2=(to) marker-end="url(#grant-arrow)" {}
+                    text.port x=((left + 2 * right) / 3) y=(label_y - 5) text-anchor="middle" { (ports.join(", ")) }
                 }
             }
             @for (index, id) in sources.iter().enumerate() {
@@ -515,8 +530,8 @@ pub fn grants_graph(endpoints: &[Value], grants: &[Value]) -> Markup {
             }
             @for (index, id) in targets.iter().enumerate() {
                 g.lease.target {
-                    rect x=(WIDTH - BOX_WIDTH - 10) y=(y_of(index)) width=(BOX_WIDTH) height=(BOX_HEIGHT) rx="6" {}
-                    text x=(WIDTH - BOX_WIDTH) y=(y_of(index) + 25) { (lease_label(endpoints, id)) }
+                    rect x=(right) y=(y_of(index)) width=(BOX_WIDTH) height=(BOX_HEIGHT) rx="6" {}
+                    text x=(right + 10) y=(y_of(index) + 25) { (lease_label(endpoints, id)) }
                 }
             }
         }
@@ -740,14 +755,14 @@ mod tests {
     }
 
     #[test]
-    fn the_grants_graph_draws_one_edge_per_grant_between_labelled_leases() {
+    fn the_grants_graph_draws_one_arrow_per_pair_of_labelled_leases_with_its_ports() {
         let lease = |id: &str, service: &str, address: &str| json!({ "lease": { "id": id, "serviceId": service, "nodeId": "node-1", "ipv4": { "address": address } } });
         let endpoints = vec![lease("l-edge", "edge", "10.64.0.1"), lease("l-web", "web", "10.64.0.5")];
         let grant = |port: u64| json!({ "source": { "id": "l-edge" }, "destination": { "id": "l-web" }, "protocol": "tcp", "port": port, "authorization": { "generation": 1 } });
         let svg = grants_graph(&endpoints, &[grant(443), grant(80)]).into_string();
-        assert_eq!(svg.matches("<line").count(), 2);
+        assert_eq!(svg.matches("<line").count(), 1, "one arrow per pair of leases");
         assert_eq!(svg.matches("<rect").count(), 2, "each lease is drawn once");
-        assert!(svg.contains("tcp/443") && svg.contains("tcp/80"));
+        assert!(svg.contains("tcp/443, tcp/80"), "{svg}");
         assert!(svg.contains("10.64.0.1 · edge on node-1") && svg.contains("10.64.0.5 · web on node-1"));
     }
 
