@@ -224,6 +224,19 @@ on_both_stores!(bad_input_gets_a_clear_page_and_changes_nothing, |backend| async
         assert!(answer.body.contains("refused") && !answer.headers.contains_key(header::SET_COOKIE));
     }
 
+    // Signing in from a page's address goes on to that page, and only to a console page.
+    let deep = console.get("/console/clusters/c1/volumes", None).await;
+    assert!(deep.body.contains(r#"name="next" value="/clusters/c1/volumes""#), "{}", deep.body);
+    let identity = urlencode(&service.admin().to_string());
+    for (next, location) in
+        [("%2Fclusters%2Fc1%2Fvolumes", "/console/clusters/c1/volumes"), ("%2F%2Fevil.example", "/console")]
+    {
+        let answer =
+            console.post_form("/console/sign-in", &format!("identity={identity}&next={next}"), None, false).await;
+        assert_eq!(answer.status, StatusCode::SEE_OTHER);
+        assert_eq!(answer.headers[header::LOCATION], location);
+    }
+
     // The token alone signs in too.
     let admin = service.admin();
     let token_only = console

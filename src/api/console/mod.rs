@@ -119,7 +119,7 @@ async fn refuse_large_bodies(request: axum::extract::Request, next: middleware::
 
 fn too_large(headers: &HeaderMap) -> Response {
     let message = "That is too large to be an identity: paste the identity file or its token.";
-    signed_out(StatusCode::PAYLOAD_TOO_LARGE, Some(message), headers)
+    signed_out(StatusCode::PAYLOAD_TOO_LARGE, Some(message), None, headers)
 }
 
 /// True when a form post came from another site: `Sec-Fetch-Site` says so, or, from a browser
@@ -194,9 +194,12 @@ fn cookie(value: &str, max_age_seconds: u64, secure: bool) -> HeaderValue {
     .expect("a cookie of hex digits is a header value")
 }
 
-/// The sign-in page with `status` and `message`, clearing a cookie the request carried.
-fn signed_out(status: StatusCode, message: Option<&str>, headers: &HeaderMap) -> Response {
-    let mut response = html(status, pages::layout("Sign in", None, None, pages::sign_in(message)));
+/// The sign-in page with `status` and `message`, clearing a cookie the request carried; a
+/// sign-in from it goes on to `next`.
+fn signed_out(status: StatusCode, message: Option<&str>, next: Option<&Page>, headers: &HeaderMap) -> Response {
+    let next = next.map(Page::path);
+    let sign_in = pages::sign_in(message, next.as_deref());
+    let mut response = html(status, pages::layout("Sign in", None, None, sign_in));
     if cookie_id(headers).is_some() {
         response.headers_mut().insert(header::SET_COOKIE, cookie("", 0, over_tls(headers)));
     }
@@ -227,7 +230,7 @@ async fn show(state: &AppState, console: &Console, headers: &HeaderMap, path: &s
         } else {
             "Sign in to see the clusters."
         };
-        return signed_out(StatusCode::UNAUTHORIZED, Some(message), headers);
+        return signed_out(StatusCode::UNAUTHORIZED, Some(message), Page::parse(path).as_ref(), headers);
     };
     let operator = pages::Operator { name: &session.name, role: session.role.as_str() };
     let Some(page) = Page::parse(path) else {
@@ -251,6 +254,7 @@ fn refused(console: &Console, headers: &HeaderMap, operator: &pages::Operator<'_
             return signed_out(
                 StatusCode::UNAUTHORIZED,
                 Some("Your identity is no longer valid: sign in again."),
+                None,
                 headers,
             );
         }
@@ -275,12 +279,15 @@ async fn sign_in_page(
     if session_of(&console, &state, &headers).is_some() {
         return Redirect::to("/console").into_response();
     }
-    html(StatusCode::OK, pages::layout("Sign in", None, None, pages::sign_in(None)))
+    html(StatusCode::OK, pages::layout("Sign in", None, None, pages::sign_in(None, None)))
 }
 
 #[derive(Deserialize)]
 struct SignInForm {
     identity: String,
+    /// The page to go on to (a console path under `/console`); anything else is the clusters.
+    #[serde(default)]
+    next: String,
 }
 
 /// The identity an operator pasted: the `IIdentity` JSON as `cloudly serve` writes it, or its
@@ -317,14 +324,16 @@ async fn sign_in(
     let form = match form {
         Ok(Form(form)) => form,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => return too_large(&headers),
-        Err(_) => return signed_out(StatusCode::BAD_REQUEST, Some("The form was not understood."), &headers),
+        Err(_) => return signed_out(StatusCode::BAD_REQUEST, Some("The form was not understood."), None, &headers),
     };
+    // Only a console page: never a redirect elsewhere.
+    let next = Page::parse(&form.next);
     let refused = "This identity was refused: it is not one this controller signed, or it has expired.";
     let Some(identity) = pasted_identity(&form.identity) else {
-        return signed_out(StatusCode::UNAUTHORIZED, Some(refused), &headers);
+        return signed_out(StatusCode::UNAUTHORIZED, Some(refused), next.as_ref(), &headers);
     };
     let Ok(caller) = state.controller.authorize(Some(&identity), Access::Read) else {
-        return signed_out(StatusCode::UNAUTHORIZED, Some(refused), &headers);
+        return signed_out(StatusCode::UNAUTHORIZED, Some(refused), next.as_ref(), &headers);
     };
     let now_ms = state.controller.clock.now_ms();
     let expires_at = identity["expiresAt"].as_u64().unwrap_or(now_ms);
@@ -340,7 +349,11 @@ async fn sign_in(
         return html(StatusCode::SERVICE_UNAVAILABLE, pages::layout("Unavailable", None, None, problem));
     };
     tracing::info!(principal = %format!("{}:{}", caller.role.as_str(), caller.user_id), "console sign-in");
-    let mut response = Redirect::to("/console").into_response();
+    let location = match next {
+        None | Some(Page::Clusters) => "/console".to_owned(),
+        Some(page) => format!("/console{}", page.path()),
+    };
+    let mut response = Redirect::to(&location).into_response();
     let max_age = expires_at.saturating_sub(now_ms) / 1000;
     response.headers_mut().insert(header::SET_COOKIE, cookie(&id, max_age, over_tls(&headers)));
     response

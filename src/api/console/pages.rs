@@ -54,8 +54,9 @@ pub fn layout(title: &str, operator: Option<&Operator<'_>>, live: Option<&str>, 
 }
 
 /// The sign-in form: paste the identity (the JSON file `cloudly serve` wrote, or its token alone)
-/// or pick the identity file. `message` says why the operator is here.
-pub fn sign_in(message: Option<&str>) -> Markup {
+/// or pick the identity file. `message` says why the operator is here; `next` is the page (its
+/// path under `/console`) to go on to.
+pub fn sign_in(message: Option<&str>, next: Option<&str>) -> Markup {
     html! {
         h1 { "Sign in" }
         @if let Some(message) = message { p.notice role="alert" { (message) } }
@@ -64,6 +65,7 @@ pub fn sign_in(message: Option<&str>) -> Markup {
             input #identity-file type="file" accept=".json,application/json";
             label for="identity" { "…or paste the identity or its token" }
             textarea #identity name="identity" rows="8" autocomplete="off" spellcheck="false" required {}
+            @if let Some(next) = next { input type="hidden" name="next" value=(next); }
             button type="submit" { "Sign in" }
         }
         p.hint { "The identity stays on the controller for as long as it is valid; the browser holds only a session cookie." }
