@@ -46,6 +46,16 @@ if [ ! -x tests/openapi-lint/node_modules/.bin/redocly ] \
   (cd tests/openapi-lint && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# Debian's Chromium and playwright-core (pinned, tests/console-browser/package-lock.json) for
+# tests/console_browser.rs, the operator console in a real headless browser.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+fi
+if [ ! -d tests/console-browser/node_modules/playwright-core ] \
+   || [ tests/console-browser/package-lock.json -nt tests/console-browser/node_modules ]; then
+  (cd tests/console-browser && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # Schemathesis, pinned with hashes, for tests/openapi_fuzz.rs (a no-op when already installed).
 tests/schemathesis/install.sh
 

@@ -1,5 +1,5 @@
-//! HTTP: the TypedRequest endpoint, health, readiness and metrics. Every answer carries an
-//! `x-request-id` header ([`REQUEST_ID_HEADER`]).
+//! HTTP: the TypedRequest endpoint, health, readiness, metrics and the operator console
+//! (`console`). Every answer carries an `x-request-id` header ([`REQUEST_ID_HEADER`]).
 //!
 //! Each request, over HTTP or a socket, runs in one span ([`request_span`]) carrying its
 //! `request_id` (the correlation id) and, once proven, its `principal`, so every log line of the
@@ -12,6 +12,7 @@
 
 pub mod answers;
 pub mod connections;
+mod console;
 pub mod envelope;
 pub mod error;
 pub mod limits;
@@ -168,6 +169,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .merge(console::routes(&state))
         .layer(middleware::map_response(with_request_id))
         .with_state(state)
 }

@@ -165,3 +165,58 @@ impl Controller {
         Ok(running)
     }
 }
+
+/// One assignment of a node's current set with the latest state reported for its generation, as
+/// the operator console shows it ([`Controller::node_assignment_reports`]). It carries no secret:
+/// not the workload, only what names the assignment and what the node said of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssignmentReport {
+    /// The assignment id.
+    pub assignment_id: Id,
+    /// Its current generation.
+    pub generation: u64,
+    /// The service it runs.
+    pub service_id: Id,
+    /// The spec revision it was issued for.
+    pub spec_revision: u64,
+    /// The latest state the node reported for this generation, under any session.
+    pub state: Option<String>,
+    /// When that state was reported, ms since the epoch.
+    pub reported_at: Option<u64>,
+    /// True when it is running ([`Controller::running_assignments`]).
+    pub running: bool,
+}
+
+impl Controller {
+    /// The node's current assignment set with the latest state reported for each generation,
+    /// sorted by id: a read for the operator console, which changes nothing. `_caller` is the
+    /// proof that the reader was authorized to read ([`Controller::authorize`] with
+    /// `Access::Read`), the check every read of the method table makes.
+    pub async fn node_assignment_reports(
+        &self,
+        _caller: &super::identity::Caller,
+        cluster_id: &Id,
+        node_id: &NodeId,
+    ) -> Result<Vec<AssignmentReport>, DomainError> {
+        let session = self.store.current_session(cluster_id, node_id).await?;
+        let mut reports = Vec::new();
+        for stored in self.readable_node_assignments(cluster_id, node_id).await? {
+            let assignment = stored.signed.payload;
+            let reported = self.store.assignment_state(cluster_id, &assignment.id, assignment.generation).await?;
+            let running = match (&reported, &session) {
+                (Some(reported), Some(session)) => is_ready_under(reported, session),
+                _ => false,
+            };
+            reports.push(AssignmentReport {
+                assignment_id: assignment.id,
+                generation: assignment.generation,
+                service_id: assignment.service_id,
+                spec_revision: assignment.spec_revision,
+                state: reported.as_ref().map(|reported| reported.state.clone()),
+                reported_at: reported.as_ref().map(|reported| reported.reported_at),
+                running,
+            });
+        }
+        Ok(reports)
+    }
+}
