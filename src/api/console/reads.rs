@@ -8,7 +8,7 @@
 use super::pages::{self, ClusterView, NodeView, ServiceView};
 use super::sessions::Session;
 use crate::api::error::ApiError;
-use crate::api::methods;
+use crate::api::methods::{self, name};
 use crate::contract::primitives::is_id;
 use crate::contract::{Id, NodeId};
 use crate::domain::Controller;
@@ -102,13 +102,14 @@ async fn designation_chain(
     cluster_id: &str,
 ) -> Result<Vec<Value>, ApiError> {
     let request = json!({ "clusterId": cluster_id });
-    let current = read(controller, session, "getClusterIngressDesignation", request).await?["designation"].take();
+    let current =
+        read(controller, session, name::GET_CLUSTER_INGRESS_DESIGNATION, request).await?["designation"].take();
     let Some(generation) = current["generation"].as_u64() else { return Ok(Vec::new()) };
     let from = generation.saturating_sub(CHAIN_SHOWN - 1).max(1);
     let page = read(
         controller,
         session,
-        "listClusterIngressDesignations",
+        name::LIST_CLUSTER_INGRESS_DESIGNATIONS,
         json!({ "clusterId": cluster_id, "fromGeneration": from, "limit": CHAIN_SHOWN }),
     )
     .await?;
@@ -125,35 +126,35 @@ pub async fn render(controller: &Controller, session: &Session, page: &Page) -> 
     let now_ms = controller.clock.now_ms();
     match page {
         Page::Clusters => {
-            let clusters = list(read(controller, session, "listClusters", json!({})).await?, "clusters");
+            let clusters = list(read(controller, session, name::LIST_CLUSTERS, json!({})).await?, "clusters");
             Ok(("Clusters".to_owned(), pages::clusters(&clusters)))
         }
         Page::Cluster(cluster_id) => {
             let request = json!({ "clusterId": cluster_id });
-            let cluster = read(controller, session, "getCluster", request.clone()).await?["cluster"].take();
+            let cluster = read(controller, session, name::GET_CLUSTER, request.clone()).await?["cluster"].take();
             let view = ClusterView {
                 cluster,
                 statuses: list(
-                    read(controller, session, "listServiceRuntimeStatuses", request.clone()).await?,
+                    read(controller, session, name::LIST_SERVICE_RUNTIME_STATUSES, request.clone()).await?,
                     "statuses",
                 ),
-                nodes: list(read(controller, session, "listClusterNodes", request.clone()).await?, "nodes"),
+                nodes: list(read(controller, session, name::LIST_CLUSTER_NODES, request.clone()).await?, "nodes"),
                 designations: designation_chain(controller, session, cluster_id).await?,
                 registrations: list(
-                    read(controller, session, "listClusterIngressRegistrations", request.clone()).await?,
+                    read(controller, session, name::LIST_CLUSTER_INGRESS_REGISTRATIONS, request.clone()).await?,
                     "registrations",
                 ),
-                routes: read(controller, session, "getClusterIngressRoutes", request).await?["table"].take(),
+                routes: read(controller, session, name::GET_CLUSTER_INGRESS_ROUTES, request).await?["table"].take(),
                 now_ms,
             };
             Ok((format!("Cluster {cluster_id}"), pages::cluster(&view)))
         }
         Page::Service(cluster_id, service_id) => {
             let request = json!({ "clusterId": cluster_id, "serviceId": service_id });
-            let spec = read(controller, session, "getServiceRuntimeSpec", request.clone()).await?["spec"].take();
-            let status = read(controller, session, "getServiceRuntimeStatus", request).await?["status"].take();
+            let spec = read(controller, session, name::GET_SERVICE_RUNTIME_SPEC, request.clone()).await?["spec"].take();
+            let status = read(controller, session, name::GET_SERVICE_RUNTIME_STATUS, request).await?["status"].take();
             let cluster = json!({ "clusterId": cluster_id });
-            let nodes = list(read(controller, session, "listClusterNodes", cluster.clone()).await?, "nodes");
+            let nodes = list(read(controller, session, name::LIST_CLUSTER_NODES, cluster.clone()).await?, "nodes");
             let caller = controller.authorize(Some(&session.identity), Access::Read)?;
             let mut per_node = Vec::new();
             for node in &nodes {
@@ -162,7 +163,8 @@ pub async fn render(controller: &Controller, session: &Session, page: &Page) -> 
                 reports.retain(|report| report.service_id.as_str() == service_id.as_str());
                 per_node.push((node_id.to_owned(), reports));
             }
-            let mut claims = list(read(controller, session, "listRuntimeLocalStorageClaims", cluster).await?, "claims");
+            let mut claims =
+                list(read(controller, session, name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, cluster).await?, "claims");
             claims.retain(|claim| claim["claim"]["serviceId"].as_str() == Some(service_id.as_str()));
             let view =
                 ServiceView { cluster_id: cluster_id.clone(), spec, status, assignments: per_node, claims, now_ms };
@@ -170,8 +172,9 @@ pub async fn render(controller: &Controller, session: &Session, page: &Page) -> 
         }
         Page::Node(cluster_id, node_id) => {
             let request = json!({ "clusterId": cluster_id, "nodeId": node_id });
-            let node = read(controller, session, "getClusterNode", request.clone()).await?["node"].take();
-            let mut projection = read(controller, session, "getRuntimeNetworkProjectionForNode", request).await?;
+            let node = read(controller, session, name::GET_CLUSTER_NODE, request.clone()).await?["node"].take();
+            let mut projection =
+                read(controller, session, name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE, request).await?;
             let caller = controller.authorize(Some(&session.identity), Access::Read)?;
             let view = NodeView {
                 cluster_id: cluster_id.clone(),
@@ -186,8 +189,9 @@ pub async fn render(controller: &Controller, session: &Session, page: &Page) -> 
         Page::Volumes(cluster_id) => {
             let request = json!({ "clusterId": cluster_id });
             // The cluster is read first, so an unknown cluster is "not found", not an empty list.
-            read(controller, session, "getCluster", request.clone()).await?;
-            let claims = list(read(controller, session, "listRuntimeLocalStorageClaims", request).await?, "claims");
+            read(controller, session, name::GET_CLUSTER, request.clone()).await?;
+            let claims =
+                list(read(controller, session, name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, request).await?, "claims");
             Ok((format!("Volumes of {cluster_id}"), pages::volumes(cluster_id, &claims, now_ms)))
         }
     }
