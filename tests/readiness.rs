@@ -1,7 +1,8 @@
 //! Readiness tells the truth about an embedded SQLite store, with the real binary: `/readyz` is
 //! 503 while the data directory takes no writes; a graceful stop leaves everything in
 //! `cloudly.db` (the WAL checkpointed and truncated), so a copy of that one file is a backup; the
-//! database and its `-wal` and `-shm` files are created mode 0600.
+//! database and its `-wal` and `-shm` files are created mode 0600. On PostgreSQL, a store that
+//! does not answer is `/readyz` 503 within `READINESS_TIMEOUT`, not after the pool's timeouts.
 //!
 //! How the data directory is made read-only: the tests run as root, which writes through file
 //! modes (`chmod` changes nothing for it), and a read-only bind mount is not available. The
@@ -12,12 +13,15 @@
 
 mod support;
 
+use cloudly::api::READINESS_TIMEOUT;
 use cloudly::client::CallError;
 use cloudly::contract::Id;
 use cloudly::store::{InventoryStore as _, SqlStore};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
+use support::database::{Backend, TestDatabase};
 use support::process::{Scratch, Serving, start};
 
 /// The default store of a data directory: `sqlite://<data dir>/cloudly.db`.
@@ -27,6 +31,8 @@ fn sqlite_url(data_dir: &Path) -> String {
 
 /// `GET <path>`: the status and the JSON body.
 async fn get(serving: &Serving, path: &str) -> (u16, Value) {
+    // reqwest's TLS needs a process-wide crypto provider, whichever test asks first.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let response = reqwest::get(format!("{}{path}", serving.base_url)).await.unwrap();
     let status = response.status().as_u16();
     (status, serde_json::from_slice(&response.bytes().await.unwrap()).unwrap())
@@ -129,4 +135,39 @@ async fn the_sqlite_database_and_its_wal_and_shm_files_are_private() {
         assert_eq!(mode, 0o600, "{name} has mode {mode:o}");
     }
     serving.terminate();
+}
+
+/// A PostgreSQL store that does not answer — here the heartbeat row locked by another connection,
+/// as every statement waits when the database host vanished without a word (a container stopped:
+/// its address answers nothing) — is `/readyz` 503 `store-unavailable` within
+/// [`READINESS_TIMEOUT`], inside a probe's timeout, and ready again once it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_within_its_bound_while_postgresql_does_not_answer() {
+    use sqlx::Connection as _;
+    let database = TestDatabase::create(Backend::Postgres).await;
+    let scratch = Scratch::new("cloudly-ready-pg");
+    let serving = start(&scratch.join("data"), &database.url).serving();
+    assert_eq!(get(&serving, "/readyz").await, (200, json!({ "ready": true })));
+
+    let mut holder = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE store_heartbeat IN ACCESS EXCLUSIVE MODE").execute(&mut holder).await.unwrap();
+    for _ in 0..2 {
+        let asked = Instant::now();
+        let answer = get(&serving, "/readyz").await;
+        let took = asked.elapsed();
+        assert_eq!(answer, (503, json!({ "ready": false, "reason": "store-unavailable" })));
+        assert!(took >= READINESS_TIMEOUT, "answered in {took:?}: the lock did not hold the check");
+        assert!(took < READINESS_TIMEOUT + Duration::from_secs(1), "answered only after {took:?}");
+    }
+    assert_eq!(get(&serving, "/healthz").await.0, 200, "the process itself is alive");
+
+    sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.unwrap();
+    let back = Instant::now();
+    while get(&serving, "/readyz").await != (200, json!({ "ready": true })) {
+        assert!(back.elapsed() < Duration::from_secs(10), "not ready 10 s after the store answers again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    serving.terminate();
+    holder.close().await.ok();
+    database.drop_now().await;
 }

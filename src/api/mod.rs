@@ -21,6 +21,7 @@ pub mod requests;
 pub mod socket;
 
 use crate::domain::{Controller, DomainError};
+use crate::store::StoreError;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -178,12 +179,19 @@ async fn healthz() -> impl IntoResponse {
     axum::Json(json!({ "status": "ok" }))
 }
 
+/// How long `/readyz` waits for the store's readiness check: a store that does not answer within
+/// it (a database host that vanished without a word, a lock held on the heartbeat) is
+/// `store-unavailable`, answered well inside a probe's timeout instead of after the pool's.
+pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn readyz(State(state): State<AppState>) -> Response {
     if !state.accepting.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "draining" })))
             .into_response();
     }
-    match state.controller.store.is_ready().await {
+    let checked = tokio::time::timeout(READINESS_TIMEOUT, state.controller.store.is_ready()).await;
+    let checked = checked.unwrap_or_else(|_| Err(StoreError::Unavailable("the readiness check took too long".into())));
+    match checked {
         Ok(true) => axum::Json(json!({ "ready": true })).into_response(),
         Ok(false) => {
             (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "migrations-pending" })))
