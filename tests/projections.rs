@@ -413,6 +413,30 @@ on_both_stores!(a_current_known_is_answered_from_the_head_without_reading_the_re
     // A node without a known needs the record: the unreadable row is an error, not a projection.
     let whole = one.agent.call("getRuntimeNetworkProjection", json!({ "session": one.session, "known": null })).await;
     assert!(whole.is_err(), "an unreadable record was answered: {whole:?}");
+    // The poll with a current known still checks the session in the same read. A node session
+    // opened through another controller process (a newer generation written to the store; this
+    // process keeps the old socket open) ends the socket's session, and another node's session
+    // is not this socket's.
+    let known = reference_of(one.current());
+    let asked = json!({ "session": one.session, "known": known });
+    assert!(one.agent.call("getRuntimeNetworkProjection", asked.clone()).await.unwrap()["projection"].is_null());
+    service
+        .database
+        .execute(
+            "INSERT INTO runtime_sessions (cluster_id, node_id, generation, session_id, controller_kind, \
+               controller_id, runtime_namespace, opened_at) \
+             SELECT cluster_id, node_id, generation + 1, 'elsewhere', controller_kind, 'other-process', \
+               runtime_namespace, opened_at FROM runtime_sessions \
+             WHERE cluster_id = 'c1' AND node_id = 'node-1' ORDER BY generation DESC LIMIT 1",
+        )
+        .await;
+    let error = one.agent.call("getRuntimeNetworkProjection", asked).await.expect_err("a superseded session");
+    assert_eq!(error.code(), "principal-refused");
+    assert_eq!(error.data["current"]["id"], json!("elsewhere"));
+    let two = Follower::connect(&service, "node-2").await;
+    let foreign = json!({ "session": two.session, "known": known });
+    let error = one.agent.call("getRuntimeNetworkProjection", foreign).await.expect_err("another node's session");
+    assert_eq!(error.code(), "principal-refused");
     service.stop_unchecked().await;
 });
 

@@ -266,9 +266,11 @@ pub static METHODS: &[Method] = &[
     }),
     method!(name::GET_RUNTIME_NETWORK_PROJECTION, NodeSession, |controller, socket, request| {
         let request = requests::get_runtime_network_projection(request)?;
-        let session = controller.check_node_session(socket.session().as_ref(), request.session.clone()).await?;
         let known = request.rest()?;
-        Ok(answers::projection(controller.get_runtime_network_projection(&session, known.as_ref()).await?.as_ref()))
+        let projection = controller
+            .get_runtime_network_projection(socket.session().as_ref(), request.session, known.as_ref())
+            .await?;
+        Ok(answers::projection(projection.as_ref()))
     }),
     method!(name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE, Administrator(Read), |controller, _, request| {
         let request = requests::get_runtime_network_projection_for_node(request)?;

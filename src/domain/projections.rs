@@ -45,6 +45,7 @@
 //! their socket is; a node that misses it converges on its next `getRuntimeNetworkProjection`.
 
 use super::relays::RouteTableWatch;
+use super::sessions::judge_node_session;
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
 use super::{Clock, Controller, DomainError};
@@ -768,21 +769,30 @@ impl Controller {
     }
 
     /// `getRuntimeNetworkProjection` (node): `{ session, known }` → the node's current
-    /// projection, `None` when `known` is exactly its reference (or none was issued). A `known`
-    /// that is current is answered from the head's reference alone: the record is neither read
-    /// nor re-encoded.
+    /// projection, `None` when `known` is exactly its reference (or none was issued), after the
+    /// session check of [`Controller::check_node_session`] (`presented` against the socket's
+    /// session). A `known` that is current is answered from the head's reference alone, read
+    /// with the node's current session in one statement: the record is neither read nor
+    /// re-encoded.
     pub async fn get_runtime_network_projection(
         &self,
-        session: &RuntimeSessionReference,
+        socket_session: Option<&RuntimeSessionReference>,
+        presented: RuntimeSessionReference,
         known: Option<&AuthorityReference>,
     ) -> Result<Option<Signed<RuntimeNetworkProjection>>, DomainError> {
-        if let Some(known) = known
-            && !self.projections.is_owed(&session.cluster_id)
-            && self.store.node_projection_reference(&session.cluster_id, &session.node_id).await?.as_ref()
-                == Some(known)
-        {
-            return Ok(None);
-        }
+        let session = match (socket_session, known) {
+            // The poll of a node that holds its current projection: the session check and the
+            // head's reference in one read, and no record read.
+            (Some(socket_session), Some(known)) if !self.projections.is_owed(&socket_session.cluster_id) => {
+                let poll = self.store.projection_poll(&socket_session.cluster_id, &socket_session.node_id).await?;
+                let session = judge_node_session(socket_session, presented, poll.session)?;
+                if poll.reference.as_ref() == Some(known) {
+                    return Ok(None);
+                }
+                session
+            }
+            _ => self.check_node_session(socket_session, presented).await?,
+        };
         let current = self.projections.current(&session.cluster_id, &session.node_id).await?;
         Ok(current.map(|stored| stored.signed).filter(|signed| known != Some(&signed.payload.reference())))
     }

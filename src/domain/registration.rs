@@ -21,7 +21,7 @@
 //! bearer is hashed once and compared with the stored hash in constant time.
 
 use super::plan::assignments::is_ready_under;
-use super::secrets::Bearer;
+use super::secrets::{Bearer, hash_value};
 use super::{Controller, DomainError};
 use crate::contract::assignment::{EnvironmentSource, RuntimeAssignment};
 use crate::contract::designation::ClusterIngressDesignation;
@@ -33,8 +33,8 @@ use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{Id, NodeId};
 use crate::store::MissingKind;
 use crate::store::registrations::{
-    IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, SessionGeneration,
-    StoredIngressRegistration,
+    IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, RelayedFacts,
+    SessionGeneration, StoredIngressRegistration,
 };
 
 /// The most registrations one `listClusterIngressRegistrations` answers.
@@ -305,11 +305,14 @@ impl Controller {
         let Some(token) = relay_token else {
             return Err(self.refused_without_store(RefusalReason::RelayNotConnected).await);
         };
-        let connection =
-            self.elected_relay_connection(token.expose()).await?.ok_or(RefusalReason::RelayNotConnected)?;
-        let cluster_id = &connection.cluster_id;
-        // 4.–7. over the facts, read on one connection
-        let facts = self.store.registration_facts(cluster_id, &registration.node_id).await?;
+        // The connection and, in its cluster, the facts of steps 4–7, read together.
+        let found = self.store.registration_facts(hash_value(token.expose()), &registration.node_id).await?;
+        let Some(RelayedFacts { relay, facts }) = found else { return Err(RefusalReason::RelayNotConnected.into()) };
+        if !self.is_elected_now(&relay) {
+            return Err(RefusalReason::RelayNotConnected.into());
+        }
+        let connection = relay.connection;
+        // 4.–7. over the facts
         let Judged { designation, assignment, session } = judge_facts(&facts, &registration)?;
         // 8. conflict: the commit writes only while the facts read above still hold
         #[cfg(feature = "testing")]

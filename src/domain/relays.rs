@@ -22,7 +22,9 @@ use super::{ClusterRequest, Controller, DomainError};
 /// The hostname rule of a route, the contract's (also the host rule of a canonical origin).
 pub use crate::contract::inventory::is_lowercase_dns_name;
 use crate::contract::{Id, Protocol};
-use crate::store::relays::{IngressRoute, RelayHeartbeat, StoredRelayConnection, StoredRouteTable};
+use crate::store::relays::{
+    IngressRoute, RelayConnectionState, RelayHeartbeat, StoredRelayConnection, StoredRouteTable,
+};
 use crate::store::{MissingKind, PutOutcome};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -189,7 +191,7 @@ impl Controller {
         let token = auth_jwt.ok_or(DomainError::PrincipalRefused)?;
         let token_hash = hash_value(token);
         let state = self.store.find_relay_connection(token_hash).await?.ok_or(DomainError::PrincipalRefused)?;
-        if is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms) {
+        if self.is_elected_now(&state) {
             Ok(RelayPrincipal { connection: state.connection, token_hash })
         } else {
             Err(DomainError::RelayConnectionLost)
@@ -203,9 +205,12 @@ impl Controller {
         let Some(state) = self.store.find_relay_connection(hash_value(token)).await? else {
             return Ok(None);
         };
-        let elected =
-            is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms);
-        Ok(elected.then_some(state.connection))
+        Ok(self.is_elected_now(&state).then_some(state.connection))
+    }
+
+    /// True when the connection is its cluster's elected one, within its lease, now.
+    pub(crate) fn is_elected_now(&self, state: &RelayConnectionState) -> bool {
+        is_elected(&state.connection, state.highest_epoch, self.clock.now_ms(), self.settings.relay_lease_ms)
     }
 
     /// `issueClusterRelayCredential` (admin) → `{ relay, bearer }`.

@@ -312,9 +312,19 @@ impl Controller {
             return Err(DomainError::SessionNotCurrent(None));
         };
         let current = self.store.current_session(&socket_session.cluster_id, &socket_session.node_id).await?;
-        if current.as_ref() != Some(socket_session) || presented != *socket_session {
-            return Err(DomainError::SessionNotCurrent(current.map(Box::new)));
-        }
-        Ok(presented)
+        judge_node_session(socket_session, presented, current)
     }
+}
+
+/// [`Controller::check_node_session`]'s judgement, given `current`, the node's current session
+/// as the store answered it.
+pub(crate) fn judge_node_session(
+    socket_session: &RuntimeSessionReference,
+    presented: RuntimeSessionReference,
+    current: Option<RuntimeSessionReference>,
+) -> Result<RuntimeSessionReference, DomainError> {
+    if current.as_ref() != Some(socket_session) || presented != *socket_session {
+        return Err(DomainError::SessionNotCurrent(current.map(Box::new)));
+    }
+    Ok(presented)
 }

@@ -597,8 +597,3 @@ pub(crate) fn sealed_secret_from_row(
         value_hash: row.hash("value_hash", "secret value hash")?,
     })
 }
-
-/// The SHA-256 of a secret version's value: `value_hash`.
-pub(crate) fn secret_hash_from_row(row: &Row) -> Result<[u8; 32], StoreError> {
-    row.hash("value_hash", "secret value hash")
-}

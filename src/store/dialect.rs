@@ -52,6 +52,16 @@ impl Backend {
         }
     }
 
+    /// The text member at `path` (object keys, outermost first) of the JSON text in `column`,
+    /// NULL when absent: for a join on a reference a stored record holds. PostgreSQL reads the
+    /// text as `json` (checked, not re-encoded as `jsonb` would be).
+    pub(crate) fn json_text(self, column: &str, path: &[&str]) -> String {
+        match self {
+            Backend::Postgres => format!("({column}::json #>> '{{{}}}')", path.join(",")),
+            Backend::Sqlite => format!("json_extract({column}, '$.{}')", path.join(".")),
+        }
+    }
+
     /// A query answering `present`: whether sqlx's `_sqlx_migrations` bookkeeping table exists.
     pub(crate) fn migrations_table_exists(self) -> &'static str {
         match self {

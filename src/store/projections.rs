@@ -24,12 +24,14 @@ use super::designations::cluster_designation_on;
 use super::inventory::{cluster_nodes, lock_reconcile, nodes_by_ids};
 use super::network::{LeaseSet, StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
+use super::sessions::session_from_row;
 use super::sql::{HoldsConnection, Row, Statement, Transaction, rows_by_ids};
 use super::{Backend, SqlStore, StoreError};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::{ProjectionEndpoint, RuntimeNetworkLease, RuntimeNetworkProjection};
 use crate::contract::reader::compare_bytes;
+use crate::contract::session::RuntimeSessionReference;
 use crate::contract::signing::Signed;
 use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId, Protocol, Sha256Digest};
 use async_trait::async_trait;
@@ -68,6 +70,16 @@ pub struct ProjectionFacts {
     pub designation: Option<ClusterIngressDesignation>,
     /// The head of the projection chain of every node read, sorted by node id.
     pub heads: Vec<ProjectionHead>,
+}
+
+/// What [`ProjectionStore::projection_poll`] reads of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectionPoll {
+    /// The node's current session (its highest generation), `None` when it never opened one.
+    pub session: Option<RuntimeSessionReference>,
+    /// The reference of its current projection, `None` when none was issued (or it has no
+    /// session).
+    pub reference: Option<AuthorityReference>,
 }
 
 /// A node's current projection with the generation it last reported applying.
@@ -157,13 +169,9 @@ pub trait ProjectionStore: Send + Sync {
     /// The node's current projection, if one was issued.
     async fn node_projection(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredProjection>, StoreError>;
 
-    /// The reference of the node's current projection, read from its head alone (one row by
-    /// key), if one was issued.
-    async fn node_projection_reference(
-        &self,
-        cluster_id: &Id,
-        node_id: &NodeId,
-    ) -> Result<Option<AuthorityReference>, StoreError>;
+    /// The node's current session and the reference of its current projection (read from the
+    /// head alone), in one statement: what a node's poll with a `known` reference needs.
+    async fn projection_poll(&self, cluster_id: &Id, node_id: &NodeId) -> Result<ProjectionPoll, StoreError>;
 
     /// Records that the node applied `applied`, a kept generation of its chain; a report older
     /// than the recorded one changes nothing.
@@ -425,21 +433,29 @@ impl ProjectionStore for SqlStore {
         node_projection_on(&mut self.pool.connection().await?, cluster_id, node_id).await
     }
 
-    async fn node_projection_reference(
-        &self,
-        cluster_id: &Id,
-        node_id: &NodeId,
-    ) -> Result<Option<AuthorityReference>, StoreError> {
-        Statement::new(
-            "SELECT node_id, generation, digest FROM runtime_network_projection_heads \
-             WHERE cluster_id = $1 AND node_id = $2",
+    async fn projection_poll(&self, cluster_id: &Id, node_id: &NodeId) -> Result<ProjectionPoll, StoreError> {
+        let row = Statement::new(
+            "SELECT s.generation, s.session_id, s.controller_kind, s.controller_id, s.runtime_namespace, \
+               h.node_id AS projection_node_id, h.generation AS projection_generation, \
+               h.digest AS projection_digest \
+             FROM runtime_sessions s \
+             LEFT JOIN runtime_network_projection_heads h ON h.cluster_id = $1 AND h.node_id = $2 \
+             WHERE s.cluster_id = $1 AND s.node_id = $2 ORDER BY s.generation DESC LIMIT 1",
         )
         .text(cluster_id.as_str())
         .text(node_id.as_str())
         .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| projection_reference_from_row(&row))
-        .transpose()
+        .await?;
+        let Some(row) = row else { return Ok(ProjectionPoll { session: None, reference: None }) };
+        let reference = match row.optional_text("projection_digest")? {
+            Some(_) => Some(AuthorityReference {
+                id: row.id("projection_node_id", "projection node id")?,
+                generation: row.counter("projection_generation", "projection generation")?,
+                digest: row.digest("projection_digest", "projection digest")?,
+            }),
+            None => None,
+        };
+        Ok(ProjectionPoll { session: Some(session_from_row(cluster_id, node_id, &row)?), reference })
     }
 
     async fn record_projection_applied(

@@ -14,9 +14,10 @@
 
 use super::assignments::signed_assignment_from_row;
 use super::codec::{counter_from_sql, counter_to_sql, read_service_spec};
-use super::designations::{optional_designation_from_row, secret_hash_from_row};
+use super::designations::optional_designation_from_row;
+use super::relays::{RelayConnectionState, relay_connection_state_from_row};
 use super::sessions::{ReportedState, reported_state_from_row, session_from_row};
-use super::sql::{Row, Statement, head_record};
+use super::sql::{PerBackend, Row, Statement, head_record};
 use super::{SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -104,6 +105,16 @@ pub struct RegistrationFacts {
     pub route_table_revision: Option<u64>,
 }
 
+/// What [`RegistrationStore::registration_facts`] reads: the relay connection a registration came
+/// through and the registration's facts in that connection's cluster.
+#[derive(Debug, Clone)]
+pub struct RelayedFacts {
+    /// The connection holding the presented token, with its cluster's highest epoch.
+    pub relay: RelayConnectionState,
+    /// The facts of the registration in the connection's cluster.
+    pub facts: RegistrationFacts,
+}
+
 /// The outcome of [`RegistrationStore::commit_registration`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegistrationCommit {
@@ -117,8 +128,13 @@ pub enum RegistrationCommit {
 /// Persistence of accepted cluster ingress registrations.
 #[async_trait]
 pub trait RegistrationStore: Send + Sync {
-    /// The facts of a registration of `node_id` in the cluster, on one connection.
-    async fn registration_facts(&self, cluster_id: &Id, node_id: &NodeId) -> Result<RegistrationFacts, StoreError>;
+    /// The relay connection whose token hashes to `token_hash` and the facts of a registration
+    /// of `node_id` in its cluster, on one connection; `None` when no connection holds the token.
+    async fn registration_facts(
+        &self,
+        token_hash: [u8; 32],
+        node_id: &NodeId,
+    ) -> Result<Option<RelayedFacts>, StoreError>;
 
     /// Records `registration` if, at the moment of the write, the cluster's current designation
     /// is `registration.designation`, the assignment head is `registration.assignment` (active,
@@ -142,26 +158,60 @@ fn capabilities_text(capabilities: Option<&Vec<String>>) -> Option<String> {
     capabilities.map(|list| serde_json::to_string(list).expect("strings serialize"))
 }
 
-/// The designation, the designated service's current spec, whether the node exists, the node's
-/// current session (its highest generation; NULL columns: none) and the route table revision, of
-/// an existing cluster. The head generation and the session generation are uncorrelated
-/// subqueries, evaluated once, so each lookup is a primary key's whatever the planner's
-/// statistics say.
-const REGISTRATION_FACTS_SQL: &str = "SELECT d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, \
-       EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = $1 AND n.node_id = $2) AS node_exists, \
-       (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = $1) AS route_revision, \
+/// The facts of a registration that came through the relay connection holding token hash `$1`,
+/// for node `$2` of that connection's cluster, in one statement: the connection and its cluster's
+/// highest epoch; the cluster's current designation, the designated service's current spec and
+/// the hash of the designation's credential (its secret version, named in the record); whether
+/// the node exists, its current session (its highest generation; NULL columns: none) and the
+/// route table revision. No row: no connection holds the token. `{secret_id}` and
+/// `{secret_version_id}` are the backend's reads of the record's secret version
+/// ([`Backend::json_text`]).
+const REGISTRATION_FACTS_SQL: &str = "SELECT c.id, c.cluster_id, c.relay_id, c.epoch, c.last_seen_at, \
+       (SELECT MAX(m.epoch) FROM relay_connections m WHERE m.cluster_id = c.cluster_id) AS highest_epoch, \
+       d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, v.value_hash, \
+       EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = c.cluster_id AND n.node_id = $2) AS node_exists, \
+       (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = c.cluster_id) AS route_revision, \
        rs.generation AS generation, rs.session_id AS session_id, rs.controller_kind AS controller_kind, \
        rs.controller_id AS controller_id, rs.runtime_namespace AS runtime_namespace \
-     FROM clusters c \
-     LEFT JOIN runtime_sessions rs ON rs.cluster_id = $1 AND rs.node_id = $2 \
-       AND rs.generation = (SELECT MAX(m.generation) FROM runtime_sessions m WHERE m.cluster_id = $1 AND m.node_id = $2) \
-     LEFT JOIN ingress_designations d ON d.cluster_id = $1 \
-       AND d.generation = (SELECT h.designation_generation FROM clusters h WHERE h.id = $1) \
+     FROM relay_connections c \
+     JOIN clusters k ON k.id = c.cluster_id \
+     LEFT JOIN runtime_sessions rs ON rs.cluster_id = c.cluster_id AND rs.node_id = $2 \
+       AND rs.generation = (SELECT MAX(g.generation) FROM runtime_sessions g \
+                            WHERE g.cluster_id = c.cluster_id AND g.node_id = $2) \
+     LEFT JOIN ingress_designations d ON d.cluster_id = c.cluster_id AND d.generation = k.designation_generation \
      LEFT JOIN services s ON s.cluster_id = d.cluster_id AND s.service_id = d.ingress_service_id \
        AND NOT s.deleted \
      LEFT JOIN service_spec_revisions r ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
        AND r.revision = s.current_revision \
-     WHERE c.id = $1";
+     LEFT JOIN secret_versions v ON v.secret_id = {secret_id} AND v.secret_version_id = {secret_version_id} \
+     WHERE c.token_hash = $1";
+
+/// [`REGISTRATION_FACTS_SQL`] in each backend's dialect.
+static REGISTRATION_FACTS: PerBackend = PerBackend::new(|backend| {
+    let member = |name| backend.json_text("d.record", &["credential", "secretVersion", name]);
+    REGISTRATION_FACTS_SQL
+        .replace("{secret_id}", &member("secretId"))
+        .replace("{secret_version_id}", &member("secretVersionId"))
+});
+
+/// The node's active assignments of the service (`$1` cluster, `$2` node, `$3` service): each
+/// head's record and the state reported for its generation (absent: NULL), by probes of their
+/// keys.
+static REGISTRATION_ASSIGNMENTS: PerBackend = PerBackend::new(|backend| {
+    let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
+    let state = head_record(
+        backend,
+        "runtime_assignment_states",
+        "s",
+        "assignment_id",
+        &["state", "session_id", "session_generation", "reported_at"],
+    );
+    format!(
+        "SELECT {}, {} FROM runtime_assignment_heads h {} {} \
+         WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
+        record.columns, state.columns, record.join, state.join,
+    )
+});
 
 /// The commit's guard: the registration is inserted only while its designation, assignment (head,
 /// active, on the node, same digest), `ready` state under its session, and that session as the
@@ -193,65 +243,40 @@ const REGISTRATION_COMMIT_SQL: &str = "INSERT INTO ingress_registrations (regist
 
 #[async_trait]
 impl RegistrationStore for SqlStore {
-    async fn registration_facts(&self, cluster_id: &Id, node_id: &NodeId) -> Result<RegistrationFacts, StoreError> {
+    async fn registration_facts(
+        &self,
+        token_hash: [u8; 32],
+        node_id: &NodeId,
+    ) -> Result<Option<RelayedFacts>, StoreError> {
         let mut connection = self.pool.connection().await?;
-        let row = Statement::new(REGISTRATION_FACTS_SQL)
-            .text(cluster_id.as_str())
+        let Some(row) = REGISTRATION_FACTS
+            .statement(self.pool.backend())
+            .bytes(&token_hash)
             .text(node_id.as_str())
             .fetch_optional(&mut connection)
-            .await?;
-        let Some(row) = row else {
-            return Ok(RegistrationFacts {
-                designation: None,
-                spec: None,
-                node_exists: false,
-                session: None,
-                assignments: Vec::new(),
-                credential_hash: None,
-                route_table_revision: None,
-            });
+            .await?
+        else {
+            return Ok(None);
         };
+        let relay = relay_connection_state_from_row(&row)?;
+        let cluster_id = &relay.connection.cluster_id;
         let mut facts = registration_facts_from_row(cluster_id, node_id, &row)?;
-        let Some(designation) = &facts.designation else { return Ok(facts) };
-        let (secret_version, service_id) =
-            (designation.credential.secret_version.clone(), designation.ingress_service_id.clone());
-        let secret =
-            Statement::new("SELECT value_hash FROM secret_versions WHERE secret_id = $1 AND secret_version_id = $2")
-                .text(secret_version.secret_id.as_str())
-                .text(secret_version.secret_version_id.as_str())
-                .fetch_optional(&mut connection)
-                .await?
-                .ok_or_else(|| {
-                    StoreError::Corrupt("the designation's credential names a missing secret version".into())
-                })?;
-        facts.credential_hash = Some(secret_hash_from_row(&secret)?);
+        let Some(designation) = &facts.designation else { return Ok(Some(RelayedFacts { relay, facts })) };
+        let service_id = designation.ingress_service_id.clone();
         if facts.session.is_some() {
-            // The head's record and its reported state (absent: NULL), by probes of their keys.
-            let backend = self.pool.backend();
-            let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
-            let state = head_record(
-                backend,
-                "runtime_assignment_states",
-                "s",
-                "assignment_id",
-                &["state", "session_id", "session_generation", "reported_at"],
-            );
-            let assignment_rows = Statement::composed(format!(
-                "SELECT {}, {} FROM runtime_assignment_heads h {} {} \
-                 WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
-                record.columns, state.columns, record.join, state.join,
-            ))
-            .text(cluster_id.as_str())
-            .text(node_id.as_str())
-            .text(service_id.as_str())
-            .fetch_all(&mut connection)
-            .await?;
+            let assignment_rows = REGISTRATION_ASSIGNMENTS
+                .statement(self.pool.backend())
+                .text(cluster_id.as_str())
+                .text(node_id.as_str())
+                .text(service_id.as_str())
+                .fetch_all(&mut connection)
+                .await?;
             for row in &assignment_rows {
                 facts.assignments.push((signed_assignment_from_row(row)?.payload, reported_state_from_row(row)?));
             }
             facts.assignments.sort_by(|left, right| left.0.id.as_str().cmp(right.0.id.as_str()));
         }
-        Ok(facts)
+        Ok(Some(RelayedFacts { relay, facts }))
     }
 
     async fn commit_registration(&self, registration: &IngressRegistration) -> Result<RegistrationCommit, StoreError> {
@@ -367,6 +392,13 @@ pub(crate) fn registration_facts_from_row(
         (Some(_), Some(body)) => Some(read_service_spec(&body, row.integer("spec_revision")?)?),
         _ => None,
     };
+    // Present whenever a designation is: its sealed secret is written with it.
+    let credential_hash = match &designation {
+        Some(_) => Some(row.optional_hash("value_hash", "secret value hash")?.ok_or_else(|| {
+            StoreError::Corrupt("the designation's credential names a missing secret version".into())
+        })?),
+        None => None,
+    };
     let node_exists = row.boolean("node_exists")?;
     // A session is the node's only while the node exists.
     let session = match row.optional_text("session_id")? {
@@ -379,7 +411,7 @@ pub(crate) fn registration_facts_from_row(
         node_exists,
         session,
         assignments: Vec::new(),
-        credential_hash: None,
+        credential_hash,
         route_table_revision: row
             .optional_integer("route_revision")?
             .map(|revision| counter_from_sql(revision, "route table revision"))

@@ -343,6 +343,31 @@ impl<'a> Statement<'a> {
     }
 }
 
+/// A statement text composed with dialect hooks, once per backend: `compose` runs the first time
+/// a backend asks, and every later use is the same `&'static str` (a [`Statement::new`] text,
+/// whose metric label is found by its address).
+pub(crate) struct PerBackend {
+    compose: fn(Backend) -> String,
+    postgres: std::sync::OnceLock<String>,
+    sqlite: std::sync::OnceLock<String>,
+}
+
+impl PerBackend {
+    /// Texts that `compose` writes for a backend.
+    pub(crate) const fn new(compose: fn(Backend) -> String) -> Self {
+        PerBackend { compose, postgres: std::sync::OnceLock::new(), sqlite: std::sync::OnceLock::new() }
+    }
+
+    /// The statement in `backend`'s dialect.
+    pub(crate) fn statement<'a>(&'static self, backend: Backend) -> Statement<'a> {
+        let text = match backend {
+            Backend::Postgres => &self.postgres,
+            Backend::Sqlite => &self.sqlite,
+        };
+        Statement::new(text.get_or_init(|| (self.compose)(backend)))
+    }
+}
+
 /// Times one statement, from its start until it answered or was abandoned, into the histogram
 /// `cloudly_store_operation_duration_seconds{operation}` ([`operation_label`]).
 struct StatementTimer {
@@ -579,6 +604,11 @@ impl Row {
     /// A column holding a 32-byte hash.
     pub(crate) fn hash(&self, column: &str, what: &str) -> Result<[u8; 32], StoreError> {
         hash_from_sql(self.bytes(column)?, what)
+    }
+
+    /// A nullable column holding a 32-byte hash.
+    pub(crate) fn optional_hash(&self, column: &str, what: &str) -> Result<Option<[u8; 32]>, StoreError> {
+        self.get::<Option<Vec<u8>>>(column)?.map(|bytes| hash_from_sql(bytes, what)).transpose()
     }
 
     /// A `protocol` column: `tcp` or `udp`.
