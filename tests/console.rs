@@ -129,6 +129,14 @@ on_both_stores!(an_operator_signs_in_and_reads_every_page, |backend| async move 
     let console = Console::of(&service);
     let admin = service.admin();
     let secret_bearer = node_bearer(&service, "c1", "node-2").await;
+    // relay-1 of c1 is issued a credential and connects: the cluster page lists it, elected.
+    let relay = json!({ "clusterId": "c1", "relayId": "relay-1" });
+    let relay_bearer = service.admin_call("issueClusterRelayCredential", relay.clone()).await["bearer"].clone();
+    let mut connect = relay;
+    connect["bearer"] = relay_bearer.clone();
+    let connected = service.client.envelope("connectClusterRelay", connect, None).await.unwrap();
+    let relay_token = connected["response"]["token"].as_str().expect("the relay connects").to_owned();
+    let relay_bearer = relay_bearer.as_str().unwrap().to_owned();
 
     // Signed out: the sign-in page, with the policy; the assets are served from the binary.
     let answer = console.get("/console", None).await;
@@ -163,6 +171,11 @@ on_both_stores!(an_operator_signs_in_and_reads_every_page, |backend| async move 
     {
         assert!(cluster.contains(expected), "the cluster page shows {expected}:\n{cluster}");
     }
+    let relays = &cluster[cluster.find(r#"<section id="relays">"#).expect("a relays section")..];
+    let relays = &relays[..relays.find("</section>").unwrap()];
+    for expected in [r#"<tr data-relay="relay-1">"#, "<td>1</td>", "0s ago", ">yes<", "issued (generation 1)"] {
+        assert!(relays.contains(expected), "the relays table shows {expected}:\n{relays}");
+    }
     let node = page_until(&console, "/console/clusters/c1/nodes/node-1", &cookie, |body| body.contains("<svg")).await;
     assert!(node.contains("tcp/443") && node.contains("corestore"), "grants and host platform endpoints:\n{node}");
     let web = console.get("/console/clusters/c1/services/web", Some(&cookie)).await;
@@ -176,6 +189,9 @@ on_both_stores!(an_operator_signs_in_and_reads_every_page, |backend| async move 
     for page in [&clusters.body, &cluster, &node, &web.body, &volumes.body] {
         assert!(!page.contains(admin["jwt"].as_str().unwrap()), "a page shows the identity token");
         assert!(!page.contains(&secret_bearer), "a page shows a node bearer");
+        for relay_secret in [&relay_bearer, &relay_token] {
+            assert!(!page.contains(&relay_secret[5..15]), "a page shows a relay bearer or token");
+        }
     }
 
     // Unknown ids and paths: a clear page, nothing else.

@@ -3,8 +3,8 @@
 //! (playwright-core driving Debian's `chromium`, headless) signing in with the bootstrap identity
 //! file. At each step the script names, this test makes the change (the node reports its
 //! assignments ready, a new designation, a route) and the script watches it appear without a
-//! reload; then a viewer reads every page, and a forged cookie and a form posted from another
-//! site are refused. Screenshots go to `<CARGO_TARGET_TMPDIR>/console-browser/`.
+//! reload, and finds the connected relay in the cluster's relays table; then a viewer reads every
+//! page, and a forged cookie and a form posted from another site are refused. Screenshots go to `<CARGO_TARGET_TMPDIR>/console-browser/`.
 //!
 //! `scripts/test.sh` installs `chromium` and the script's `node_modules` when they are missing;
 //! without them this test fails, it never skips.
@@ -126,6 +126,14 @@ async fn an_operator_follows_the_cluster_in_chromium() {
     let identity: Value = serde_json::from_str(&std::fs::read_to_string(&identity_file).unwrap()).unwrap();
     let admin = Admin { client: Client::new(&serving.base_url), identity };
     let node_bearer = seed(&admin).await;
+    // relay-1 connects: the cluster page lists it, and shows neither its bearer nor its token.
+    let relay = json!({ "clusterId": "c1", "relayId": "relay-1" });
+    let relay_bearer = admin.call("issueClusterRelayCredential", relay.clone()).await["bearer"].clone();
+    let mut connect = relay;
+    connect["bearer"] = relay_bearer.clone();
+    let relay_token =
+        admin.client.call("connectClusterRelay", connect).await.expect("the relay connects")["token"].clone();
+    let relay_secrets = format!("{} {}", relay_bearer.as_str().unwrap(), relay_token.as_str().unwrap());
 
     // A viewer's identity, issued by the CLI with the controller's keys.
     let viewer = std::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
@@ -150,6 +158,7 @@ async fn an_operator_follows_the_cluster_in_chromium() {
         .env("CONSOLE_URL", &serving.base_url)
         .env("IDENTITY_FILE", &identity_file)
         .env("VIEWER_FILE", &viewer_file)
+        .env("RELAY_SECRETS", &relay_secrets)
         .env("OUTPUT_DIR", &output)
         .env("CHROMIUM", &chromium)
         .stdin(Stdio::piped())

@@ -1691,6 +1691,9 @@ async fn every_method_answers_in_the_documented_shapes() {
         flow.ok("issueClusterRelayCredential", Some(&admin), json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
     let connect = json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": issued["bearer"] });
     let first_token = flow.ok("connectClusterRelay", None, connect.clone()).await["token"].clone();
+    let relays = flow.ok("listClusterRelays", Some(&viewer), json!({ "clusterId": "c1" })).await;
+    assert_eq!(relays["relays"][0]["connections"][0]["elected"], json!(true));
+    assert!(!relays.to_string().contains(first_token.as_str().unwrap()), "no token in the relay list");
     let route = json!({ "hostname": "app.example.net", "serviceId": "ingress", "protocol": "tcp", "port": 443 });
     let put = flow.ok("putClusterIngressRoute", Some(&admin), json!({ "clusterId": "c1", "route": route })).await;
     assert_eq!(put["table"]["routes"].as_array().map(Vec::len), Some(1));
@@ -1796,6 +1799,8 @@ async fn every_method_answers_in_the_documented_shapes() {
     .await;
     let missing =
         flow.refused("getClusterIngressRoutes", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
+    assert_eq!(missing["what"], json!("cluster"));
+    let missing = flow.refused("listClusterRelays", Some(&viewer), json!({ "clusterId": "nope" }), "not-found").await;
     assert_eq!(missing["what"], json!("cluster"));
     for method in &node_methods() {
         let session = json!({ "session": { "id": "session-1", "generation": 1,

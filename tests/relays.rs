@@ -664,3 +664,110 @@ on_both_stores!(the_store_guards_the_election_and_the_table, |backend| async mov
     assert_eq!(store.get_route_table(&c1).await.unwrap(), Some(table));
     service.stop().await;
 });
+
+on_both_stores!(every_role_lists_the_relays_bounded_with_their_election_and_no_secret, |backend| async move {
+    use cloudly::contract::Id;
+    use cloudly::domain::relays::RELAY_LIST_LIMIT;
+    let service = TestService::start(backend).await;
+    seed(&service).await;
+    let viewer = serde_json::to_value(service.identity("viewer-1", Role::Viewer)).unwrap();
+    let list = |cluster: &str| json!({ "clusterId": cluster });
+
+    // No relay yet: an empty list, for a cluster with a relay origin and one without.
+    for cluster in ["c1", "bare"] {
+        let listed = service.call_as(&viewer, "listClusterRelays", list(cluster)).await.unwrap();
+        assert_eq!(listed, json!({ "relays": [], "truncated": false }), "{cluster}");
+    }
+
+    // relay-1: issued, rotated, connected twice (the second supersedes the first); relay-2:
+    // issued, never connected.
+    let first_bearer = issue(&service, "c1", "relay-1").await;
+    let bearer = issue(&service, "c1", "relay-1").await;
+    let other_bearer = issue(&service, "c1", "relay-2").await;
+    let connected_at = service.clock.0.load(Ordering::SeqCst);
+    let (first, first_token) = connect_ok(&service.client, "c1", "relay-1", &bearer).await;
+    service.clock.0.fetch_add(5_000, Ordering::SeqCst);
+    let (second, second_token) = connect_ok(&service.client, "c1", "relay-1", &bearer).await;
+    service.clock.0.fetch_add(5_000, Ordering::SeqCst);
+    heartbeat(&service.client, Some(&second_token)).await.unwrap();
+    let beat_at = service.clock.0.load(Ordering::SeqCst);
+
+    let expected = json!({ "relays": [
+        { "relayId": "relay-1", "credential": { "generation": 2 }, "connections": [
+            { "id": second["id"], "epoch": 2, "lastSeenAt": beat_at, "elected": true },
+            { "id": first["id"], "epoch": 1, "lastSeenAt": connected_at, "elected": false },
+        ] },
+        { "relayId": "relay-2", "credential": { "generation": 1 }, "connections": [] },
+    ], "truncated": false });
+    let mut answers = Vec::new();
+    for role in [Role::Viewer, Role::Operator, Role::Admin] {
+        let identity = serde_json::to_value(service.identity("reader-1", role)).unwrap();
+        let listed = service.call_as(&identity, "listClusterRelays", list("c1")).await.unwrap();
+        assert_eq!(listed, expected, "{role:?}");
+        answers.push(listed.to_string());
+    }
+
+    // The lease passes without a heartbeat: nothing is elected any more.
+    service.clock.0.fetch_add(30_000, Ordering::SeqCst);
+    let lapsed = service.call_as(&viewer, "listClusterRelays", list("c1")).await.unwrap();
+    assert_eq!(lapsed["relays"][0]["connections"][0]["elected"], json!(false));
+    answers.push(lapsed.to_string());
+
+    // Refusals: an unknown cluster is named, an invalid request and a missing identity refused.
+    let missing = service.call_as(&viewer, "listClusterRelays", list("nope")).await;
+    assert_eq!(expect_code(missing, "not-found").data["what"], json!("cluster"));
+    for (invalid, violation) in [
+        (json!({ "clusterId": "c1", "zz": 1 }), "request has an unknown member \"zz\""),
+        (json!({}), "request clusterId is required"),
+        (json!({ "clusterId": 7 }), "request clusterId must be an Id"),
+    ] {
+        let refused = service.call_as(&viewer, "listClusterRelays", invalid).await;
+        assert_eq!(expect_code(refused, "request-invalid").data["violations"], json!([violation]));
+    }
+    let anonymous = relay_call(&service.client, "listClusterRelays", list("c1"), None).await;
+    expect_code(anonymous, "identity-refused");
+    // A read changes nothing: the same relays, the same election.
+    assert_eq!(service.call_as(&viewer, "listClusterRelays", list("c1")).await.unwrap(), lapsed);
+
+    // The CLI: a table by default, the answer as JSON or YAML.
+    let identity = std::env::temp_dir().join(format!("cloudly-relay-list-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&identity, viewer.to_string()).unwrap();
+    let table = service.cli_text(&identity, &["relay", "list", "--cluster", "c1"]).await;
+    let rows: Vec<Vec<&str>> = table.lines().map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["RELAY", "CREDENTIAL", "GENERATION", "CONNECTIONS", "EPOCH", "LAST", "SEEN", "AT", "ELECTED"]);
+    assert_eq!((rows[1][0], rows[1][1], rows[1][2], rows[1][3], rows[1][5]), ("relay-1", "2", "2", "2", "no"));
+    assert_eq!(rows[2], ["relay-2", "1", "0", "-", "-", "no"]);
+    let as_json = service.cli_text(&identity, &["relay", "list", "--cluster", "c1", "-o", "json"]).await;
+    assert_eq!(serde_json::from_str::<Value>(&as_json).unwrap(), lapsed);
+    let as_yaml = service.cli_text(&identity, &["relay", "list", "--cluster", "c1", "-o", "yaml"]).await;
+    assert!(as_yaml.contains("relayId: relay-1") && as_yaml.contains("elected: false"), "{as_yaml}");
+    std::fs::remove_file(identity).unwrap();
+
+    // No bearer, token or hash of either, whole or in part, in any answer or output.
+    answers.extend([table, as_json, as_yaml]);
+    for secret in [&first_bearer, &bearer, &other_bearer, &first_token, &second_token] {
+        let hash = cloudly::domain::secrets::hash_value(secret);
+        let hex: String = hash.iter().map(|byte| format!("{byte:02x}")).collect();
+        for answer in &answers {
+            assert!(!answer.contains(&secret[5..15]), "an answer quotes a bearer or token: {answer}");
+            assert!(!answer.to_lowercase().contains(&hex[..16]), "an answer quotes a hash: {answer}");
+        }
+    }
+
+    // Bounded: the store answers at most `limit` credentials (by relay id) and connections
+    // (newest first); the method at most RELAY_LIST_LIMIT relays, and says when there are more.
+    let (c1, store) = (Id::parse("c1").unwrap(), service.store.clone());
+    let one = store.list_cluster_relays(&c1, 1).await.unwrap();
+    assert_eq!(one.credentials.iter().map(|credential| credential.relay_id.as_str()).collect::<Vec<_>>(), ["relay-1"]);
+    assert_eq!((one.connections.len(), one.connections[0].epoch, one.highest_epoch), (1, 2, Some(2)));
+    for index in 0..RELAY_LIST_LIMIT - 1 {
+        let relay = Id::parse(&format!("relay-x{index:03}")).unwrap();
+        store.put_relay_credential(&c1, &relay, [2; 32]).await.unwrap();
+    }
+    let listed = service.call_as(&viewer, "listClusterRelays", list("c1")).await.unwrap();
+    let relays = listed["relays"].as_array().unwrap();
+    assert_eq!((relays.len(), &listed["truncated"]), (RELAY_LIST_LIMIT as usize, &json!(true)));
+    assert_eq!((&relays[0], &relays[1]["relayId"]), (&lapsed["relays"][0], &json!("relay-2")));
+    assert!(!listed.to_string().contains("relay-x098"), "the 101st relay by id is left out");
+    service.stop().await;
+});

@@ -20,7 +20,7 @@ use crate::domain::designation::{DesignationAnswer, DesignationPage};
 use crate::domain::inventory::{NodeListing, NodePut};
 use crate::domain::projections::NodeProjection;
 use crate::domain::registration::{RegistrationAccepted, RegistrationPage};
-use crate::domain::relays::{RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
+use crate::domain::relays::{ClusterRelays, RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
 use crate::domain::secrets::Bearer;
 use crate::domain::storage_claims::ClaimListing;
 use crate::store::network::StoredNetworkPlan;
@@ -218,6 +218,36 @@ pub fn relay_credential(issued: &RelayCredentialIssued) -> Value {
         "relay": { "clusterId": relay.cluster_id, "relayId": relay.relay_id, "origin": relay.origin },
         "bearer": issued.bearer.expose(),
     })
+}
+
+/// `{ relays: [{ relayId, credential: { generation }, connections: [{ id, epoch, lastSeenAt,
+/// elected }] }], truncated }` of `listClusterRelays`: stored facts and the election, never a
+/// bearer, token or hash.
+pub fn relays(listed: &ClusterRelays) -> Value {
+    let relays: Vec<Value> = listed
+        .relays
+        .iter()
+        .map(|relay| {
+            let connections: Vec<Value> = relay
+                .connections
+                .iter()
+                .map(|connection| {
+                    json!({
+                        "id": connection.id,
+                        "epoch": connection.epoch,
+                        "lastSeenAt": connection.last_seen_ms,
+                        "elected": connection.elected,
+                    })
+                })
+                .collect();
+            json!({
+                "relayId": relay.relay_id,
+                "credential": { "generation": relay.credential_generation },
+                "connections": connections,
+            })
+        })
+        .collect();
+    json!({ "relays": relays, "truncated": listed.truncated })
 }
 
 /// `{ connection, token, leaseMs }`: the one answer that shows a connection token; it is stored

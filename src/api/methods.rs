@@ -169,6 +169,8 @@ pub mod name {
     pub const LIST_CLUSTER_INGRESS_REGISTRATIONS: &str = "listClusterIngressRegistrations";
     /// `listClusterNodes`.
     pub const LIST_CLUSTER_NODES: &str = "listClusterNodes";
+    /// `listClusterRelays`.
+    pub const LIST_CLUSTER_RELAYS: &str = "listClusterRelays";
     /// `listClusters`.
     pub const LIST_CLUSTERS: &str = "listClusters";
     /// `listRuntimeLocalStorageClaims`.
@@ -302,6 +304,10 @@ pub static METHODS: &[Method] = &[
     }),
     method!(name::LIST_CLUSTER_NODES, Administrator(Read), |controller, _, request| {
         Ok(answers::nodes(&controller.list_cluster_nodes(requests::cluster(request)?).await?))
+    }),
+    method!(name::LIST_CLUSTER_RELAYS, Administrator(Read), |controller, caller, request| {
+        let request = requests::cluster(request)?;
+        Ok(answers::relays(&controller.list_cluster_relays(caller, request).await?))
     }),
     method!(name::LIST_CLUSTERS, Administrator(Read), |controller, _, request| {
         requests::list_clusters(request)?;

@@ -501,6 +501,17 @@ pub enum RelayCommand {
         #[command(flatten)]
         output: WriteOutput,
     },
+    /// The cluster's relays (`listClusterRelays`): each credential's generation and its newest
+    /// connection's epoch, last connect or heartbeat and whether it is elected; `-o json` shows
+    /// every connection. Never a bearer or token.
+    #[command(after_help = "Examples:\n  cloudly relay list --cluster c1\n  cloudly relay list --cluster c1 -o json")]
+    List {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        #[command(flatten)]
+        output: ListOutput,
+    },
 }
 
 /// A route's transport protocol.
@@ -967,6 +978,9 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
         AdminCommand::Relay(RelayCommand::Credential { cluster, id, output }) => {
             let request = json!({ "clusterId": cluster, "relayId": id });
             return Ok(Answer::data(session.call(name::ISSUE_CLUSTER_RELAY_CREDENTIAL, request).await?, output));
+        }
+        AdminCommand::Relay(RelayCommand::List { cluster, output }) => {
+            read(name::LIST_CLUSTER_RELAYS, json!({ "clusterId": cluster }), output.output, &views::RELAYS_VIEW)
         }
         AdminCommand::Route(RouteCommand::Put { cluster, hostname, service, protocol, port, output }) => {
             let protocol = match protocol {

@@ -153,6 +153,24 @@ pub static REGISTRATIONS_VIEW: View = View {
     ],
 };
 
+/// `relay list`: a row per relay, its newest connection's columns (`-` without one).
+pub static RELAYS_VIEW: View = View {
+    rows: "/relays",
+    columns: &[
+        text("RELAY", "/relayId"),
+        text("CREDENTIAL GENERATION", "/credential/generation"),
+        made("CONNECTIONS", |relay| count(relay, "/connections")),
+        text("EPOCH", "/connections/0/epoch"),
+        time("LAST SEEN AT", "/connections/0/lastSeenAt"),
+        made("ELECTED", |relay| {
+            let elected = relay["connections"].as_array().is_some_and(|connections| {
+                connections.iter().any(|connection| connection["elected"] == Value::Bool(true))
+            });
+            if elected { "yes" } else { "no" }.to_owned()
+        }),
+    ],
+};
+
 /// `route list`.
 pub static ROUTES_VIEW: View = View {
     rows: "/table/routes",
@@ -273,6 +291,19 @@ mod tests {
             "SERVICE  REVISION  STATE      REASON  CHANGED AT\nweb      1         converged  -       2026-01-01T00:00:00.000Z"
         );
         assert_eq!(ROUTES_VIEW.render(&json!({ "table": null })), "HOSTNAME  SERVICE  PROTOCOL  PORT  BACKENDS");
+        let relays = json!({ "relays": [
+            { "relayId": "relay-1", "credential": { "generation": 2 }, "connections": [
+                { "id": "conn-2", "epoch": 3, "lastSeenAt": 1_767_225_600_000_u64, "elected": true },
+                { "id": "conn-1", "epoch": 1, "lastSeenAt": 1_767_225_500_000_u64, "elected": false },
+            ] },
+            { "relayId": "relay-2", "credential": { "generation": 1 }, "connections": [] },
+        ], "truncated": false });
+        assert_eq!(
+            RELAYS_VIEW.render(&relays),
+            "RELAY    CREDENTIAL GENERATION  CONNECTIONS  EPOCH  LAST SEEN AT              ELECTED\n\
+             relay-1  2                      2            3      2026-01-01T00:00:00.000Z  yes\n\
+             relay-2  1                      0            -      -                         no"
+        );
         let organization = json!({ "organization": { "id": "org", "name": "Example Org" } });
         assert_eq!(ORGANIZATION_VIEW.render(&organization), "ID   NAME\norg  Example Org");
         let applied = json!({ "applied": [{ "cluster": "c1", "node": "node-1", "result": "created", "bearer": "b" }] });

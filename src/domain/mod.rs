@@ -333,7 +333,8 @@ impl Controller {
 }
 
 /// The request of the methods that name only a cluster (`getCluster`, `listClusterNodes`,
-/// `getClusterIngressDesignation`, `getClusterIngressRoutes`): `{ identity, clusterId }`.
+/// `getClusterIngressDesignation`, `getClusterIngressRoutes`, `listClusterRelays`):
+/// `{ identity, clusterId }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterRequest {
     /// The cluster.

@@ -8,6 +8,8 @@
 //! - `heartbeatClusterRelay` and `getClusterIngressRouteTable` (the relay, `authInfo.jwt` = the
 //!   token): a missing or unknown token is `principal-refused`, a known token whose connection is
 //!   superseded or expired `relay-connection-lost`.
+//! - `listClusterRelays` (every role) lists a cluster's relay credentials and their connections,
+//!   each connection with whether it is elected ([`is_elected`]); never a bearer, token or hash.
 //! - `putClusterIngressRoute`, `deleteClusterIngressRoute` (admin) and `getClusterIngressRoutes`
 //!   (every role) write and read the route table. A route's backends are judged by the
 //!   projection issuer (`projections`): a target lease is one once an issued projection grants
@@ -17,6 +19,7 @@
 //! channel per cluster) and re-checks the store every [`ROUTE_TABLE_RECHECK`], so writes made by
 //! another controller process on the same database are seen too.
 
+use super::identity::Caller;
 use super::secrets::{Bearer, hash_value};
 use super::{ClusterRequest, Controller, DomainError};
 /// The hostname rule of a route, the contract's (also the host rule of a canonical origin).
@@ -40,6 +43,10 @@ pub const RELAY_TOKEN_PREFIX: &str = "szrc_";
 /// How often a held `getClusterIngressRouteTable` re-reads the revision from the store, to see
 /// writes made by other controller processes.
 pub const ROUTE_TABLE_RECHECK: Duration = Duration::from_millis(250);
+
+/// How many relay credentials, and how many relay connections (the newest), `listClusterRelays`
+/// answers at most; beyond, its answer says `truncated`.
+pub const RELAY_LIST_LIMIT: u32 = 100;
 
 /// `IClusterRelay`: `{ clusterId, relayId, origin }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +86,43 @@ pub struct RelayHeartbeatAnswer {
     pub connection: StoredRelayConnection,
     /// How long the connection stays elected without another heartbeat.
     pub lease_ms: u64,
+}
+
+/// One relay of `listClusterRelays`: its credential's stored facts and its connections. Holds no
+/// bearer, token or hash of either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayListing {
+    /// The relay.
+    pub relay_id: Id,
+    /// Its credential's generation: 1 when issued, + 1 with each rotation. It is all the store
+    /// keeps of the credential besides the bearer's hash: no issue time, and no revocation (a
+    /// rotation replaces the bearer; the previous one connects no more).
+    pub credential_generation: u64,
+    /// Its connections, newest first.
+    pub connections: Vec<RelayConnectionListing>,
+}
+
+/// One relay connection of `listClusterRelays`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayConnectionListing {
+    /// The connection's id.
+    pub id: Id,
+    /// Its election epoch.
+    pub epoch: u64,
+    /// Its last connect or heartbeat, ms since the Unix epoch.
+    pub last_seen_ms: u64,
+    /// True while it is its cluster's elected connection ([`is_elected`], now).
+    pub elected: bool,
+}
+
+/// The answer of `listClusterRelays`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRelays {
+    /// The cluster's relays, sorted by relay id: at most [`RELAY_LIST_LIMIT`], with their
+    /// connections among the cluster's newest [`RELAY_LIST_LIMIT`].
+    pub relays: Vec<RelayListing>,
+    /// True when the cluster has more relays or connections than were listed.
+    pub truncated: bool,
 }
 
 /// The relay principal of `heartbeatClusterRelay` and `getClusterIngressRouteTable`: the
@@ -317,6 +361,46 @@ impl Controller {
             }
         }
         Ok(self.store.get_route_table(cluster_id).await?)
+    }
+
+    /// `listClusterRelays` (every role): `{ identity, clusterId }` → `{ relays, truncated }`.
+    /// `caller` is the proof that the reader was authorized to read ([`Controller::authorize`]
+    /// with `Access::Read`), the check of every read of the method table. An unknown cluster is
+    /// `not-found`.
+    pub async fn list_cluster_relays(
+        &self,
+        _caller: &Caller,
+        request: ClusterRequest,
+    ) -> Result<ClusterRelays, DomainError> {
+        let ClusterRequest { cluster_id } = request;
+        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        // One more than listed tells whether more exist.
+        let stored = self.store.list_cluster_relays(&cluster_id, RELAY_LIST_LIMIT + 1).await?;
+        let limit = RELAY_LIST_LIMIT as usize;
+        let truncated = stored.credentials.len() > limit || stored.connections.len() > limit;
+        let (now_ms, lease_ms) = (self.clock.now_ms(), self.settings.relay_lease_ms);
+        let highest_epoch = stored.highest_epoch.unwrap_or(0);
+        let connections = &stored.connections[..stored.connections.len().min(limit)];
+        let relays = stored
+            .credentials
+            .into_iter()
+            .take(limit)
+            .map(|credential| RelayListing {
+                connections: connections
+                    .iter()
+                    .filter(|connection| connection.relay_id == credential.relay_id)
+                    .map(|connection| RelayConnectionListing {
+                        id: connection.id.clone(),
+                        epoch: connection.epoch,
+                        last_seen_ms: connection.last_seen_ms,
+                        elected: is_elected(connection, highest_epoch, now_ms, lease_ms),
+                    })
+                    .collect(),
+                relay_id: credential.relay_id,
+                credential_generation: credential.generation,
+            })
+            .collect();
+        Ok(ClusterRelays { relays, truncated })
     }
 
     /// `putClusterIngressRoute` (admin) → `{ table }`.

@@ -71,6 +71,19 @@ pub enum RelayHeartbeat {
     Alive(StoredRelayConnection),
 }
 
+/// A cluster's relays as stored: its credentials and their connections, each list capped at the
+/// limit [`RelayStore::list_cluster_relays`] was given. Facts only: which connection is elected
+/// is the domain's decision (`domain::relays::is_elected`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredClusterRelays {
+    /// The cluster's credentials, sorted by relay id (bytewise).
+    pub credentials: Vec<StoredRelayCredential>,
+    /// The cluster's connections, newest (highest epoch) first.
+    pub connections: Vec<StoredRelayConnection>,
+    /// The cluster's highest epoch, `None` before its first connect.
+    pub highest_epoch: Option<u64>,
+}
+
 /// One route of a cluster's ingress route table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressRoute {
@@ -146,6 +159,11 @@ pub trait RelayStore: Send + Sync {
 
     /// The connection with this token hash and its cluster's highest epoch.
     async fn find_relay_connection(&self, token_hash: [u8; 32]) -> Result<Option<RelayConnectionState>, StoreError>;
+
+    /// The cluster's relay credentials (sorted by relay id) and connections (newest epoch first),
+    /// at most `limit` of each, read in one snapshot. A cluster without relays, or none at all,
+    /// answers empty lists.
+    async fn list_cluster_relays(&self, cluster_id: &Id, limit: u32) -> Result<StoredClusterRelays, StoreError>;
 
     /// Compare-and-swap of a connection's last-seen time: writes `now_ms` only when the
     /// connection is its cluster's highest epoch and `now_ms − last seen < lease_ms`.
@@ -409,6 +427,37 @@ impl RelayStore for SqlStore {
             .await?
             .map(|row| relay_connection_state_from_row(&row))
             .transpose()
+    }
+
+    async fn list_cluster_relays(&self, cluster_id: &Id, limit: u32) -> Result<StoredClusterRelays, StoreError> {
+        // One snapshot, so the connections are those of the credentials listed.
+        let mut snapshot = self.pool.begin_snapshot().await?;
+        let credentials = Statement::composed(format!(
+            "SELECT relay_id, bearer_hash, generation FROM relay_credentials WHERE cluster_id = $1 \
+             ORDER BY relay_id{} LIMIT $2",
+            self.pool.backend().bytewise()
+        ))
+        .text(cluster_id.as_str())
+        .integer(i64::from(limit))
+        .fetch_all(&mut snapshot)
+        .await?
+        .iter()
+        .map(|row| relay_credential_from_row(cluster_id, &row.id("relay_id", "relay credential relay id")?, row))
+        .collect::<Result<Vec<_>, _>>()?;
+        let connections = Statement::new(
+            "SELECT id, cluster_id, relay_id, epoch, last_seen_at FROM relay_connections WHERE cluster_id = $1 \
+             ORDER BY epoch DESC LIMIT $2",
+        )
+        .text(cluster_id.as_str())
+        .integer(i64::from(limit))
+        .fetch_all(&mut snapshot)
+        .await?
+        .iter()
+        .map(relay_connection_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+        snapshot.commit().await?;
+        let highest_epoch = connections.first().map(|newest| newest.epoch);
+        Ok(StoredClusterRelays { credentials, connections, highest_epoch })
     }
 
     async fn heartbeat_relay(

@@ -4,14 +4,15 @@
 // step names (a node agent reports ready, a new designation, a route) and answers `ok` on stdin.
 //
 // Environment: CONSOLE_URL, IDENTITY_FILE (the bootstrap identity), VIEWER_FILE (a viewer's),
-// OUTPUT_DIR (screenshots), CHROMIUM (the browser's path).
+// OUTPUT_DIR (screenshots), CHROMIUM (the browser's path), RELAY_SECRETS (the connected relay's
+// bearer and token, which no page may show).
 
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import readline from 'node:readline';
 
-const { CONSOLE_URL, IDENTITY_FILE, VIEWER_FILE, OUTPUT_DIR, CHROMIUM } = process.env;
+const { CONSOLE_URL, IDENTITY_FILE, VIEWER_FILE, OUTPUT_DIR, CHROMIUM, RELAY_SECRETS } = process.env;
 const input = readline.createInterface({ input: process.stdin });
 const answers = input[Symbol.asyncIterator]();
 const token = JSON.parse(readFileSync(IDENTITY_FILE, 'utf8')).jwt;
@@ -29,6 +30,9 @@ async function step(name) {
 async function shot(page, name) {
   await page.screenshot({ path: join(OUTPUT_DIR, `${name}.png`), fullPage: true });
   check(!(await page.content()).includes(token), `the ${name} page shows the identity token`);
+  for (const secret of RELAY_SECRETS.split(' ')) {
+    check(!(await page.content()).includes(secret), `the ${name} page shows a relay bearer or token`);
+  }
 }
 
 async function signIn(page, file) {
@@ -100,6 +104,7 @@ try {
   console.log(`designation generation 2 shown ${latency} ms after it was written`);
   check(latency < 2000, `the new designation took ${latency} ms to appear`);
   check(await sameDocument(page), 'the page was reloaded to show the designation');
+  check((await page.textContent('#relays tr[data-relay="relay-1"]')).includes('generation 1'), 'the relays table lists relay-1');
   await shot(page, '02-cluster');
 
   // The node: once a route is put, the grants graph shows what the ingress may reach.

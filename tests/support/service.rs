@@ -146,6 +146,12 @@ impl TestService {
     /// Runs the real `cloudly` binary against this service with the identity file `identity`;
     /// expects success and answers the JSON it printed.
     pub async fn cli(&self, identity: &std::path::Path, args: &[&str]) -> Value {
+        serde_json::from_str(&self.cli_text(identity, args).await)
+            .unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
+    }
+
+    /// Runs the real `cloudly` binary as [`TestService::cli`] does and answers what it printed.
+    pub async fn cli_text(&self, identity: &std::path::Path, args: &[&str]) -> String {
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_cloudly"))
             .args(args)
             .env("CLOUDLY_URL", &self.base_url)
@@ -159,8 +165,7 @@ impl TestService {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|error| panic!("cloudly {args:?} printed no JSON: {error}"))
+        String::from_utf8(output.stdout).expect("the CLI prints UTF-8")
     }
 
     /// Ends the story: once every background reconcile has run, a full pass over every cluster

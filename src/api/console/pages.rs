@@ -178,6 +178,8 @@ pub struct ClusterView {
     pub nodes: Vec<Value>,
     /// `listClusterIngressDesignations`' `designations`: the chain, oldest first.
     pub designations: Vec<Value>,
+    /// `listClusterRelays`' answer: `relays` and `truncated`.
+    pub relays: Value,
     /// `listClusterIngressRegistrations`' `registrations`, newest first.
     pub registrations: Vec<Value>,
     /// `getClusterIngressRoutes`' `table`, `null` before the first route.
@@ -285,8 +287,9 @@ pub fn cluster(view: &ClusterView) -> Markup {
                 }
             }
         }
+        (relays(&view.relays, view.now_ms))
         section #registrations {
-            h2 { "Relays and registrations" }
+            h2 { "Ingress registrations" }
             @if view.registrations.is_empty() { p { "No ingress registered through a relay yet." } } @else {
                 table {
                     thead { tr { th { "Node" } th { "Relay" } th { "Connection epoch" } th { "Designation" } th { "Version" } th { "Registered" } } }
@@ -331,6 +334,58 @@ pub fn cluster(view: &ClusterView) -> Markup {
                     }
                 }
                 _ => p { "No route." },
+            }
+        }
+    }
+}
+
+/// What the store keeps of a relay's credential, in words: its generation, issued or rotated.
+fn credential_state(credential: &Value) -> String {
+    match credential["generation"].as_u64() {
+        Some(1) => "issued (generation 1)".to_owned(),
+        Some(generation) => format!("rotated (generation {generation})"),
+        None => "—".to_owned(),
+    }
+}
+
+/// The cluster's relays (`listClusterRelays`): a row per connection, newest first, and a row for
+/// a relay that has none. Only ids, epochs, times, the election and the credential's generation:
+/// the answer holds no bearer or token.
+fn relays(listed: &Value, now_ms: u64) -> Markup {
+    let empty = Vec::new();
+    let relays = listed["relays"].as_array().unwrap_or(&empty);
+    html! {
+        section #relays {
+            h2 { "Relays" }
+            @if relays.is_empty() { p { "No relay credential issued. Issue one with " code { "cloudly relay credential" } "." } } @else {
+                table {
+                    thead { tr { th { "Relay" } th { "Connection epoch" } th { "Last heartbeat" } th { "Elected" } th { "Credential" } } }
+                    tbody {
+                        @for relay in relays {
+                            @let connections = relay["connections"].as_array().unwrap_or(&empty);
+                            @if connections.is_empty() {
+                                tr data-relay=(text(relay, "relayId")) {
+                                    td { (text(relay, "relayId")) }
+                                    td colspan="3" { "not connected" }
+                                    td { (credential_state(&relay["credential"])) }
+                                }
+                            }
+                            @for connection in connections {
+                                @let elected = connection["elected"].as_bool() == Some(true);
+                                tr data-relay=(text(relay, "relayId")) {
+                                    td { (text(relay, "relayId")) }
+                                    td { (number(&connection["epoch"])) }
+                                    td { (when(now_ms, &connection["lastSeenAt"])) }
+                                    td { @if elected { span.state.state-converged { "yes" } } @else { "no" } }
+                                    td { (credential_state(&relay["credential"])) }
+                                }
+                            }
+                        }
+                    }
+                }
+                @if listed["truncated"].as_bool() == Some(true) {
+                    p.notice { "The cluster has more relays or connections than listed: the first relays by id and the newest connections are shown." }
+                }
             }
         }
     }
@@ -723,6 +778,13 @@ mod tests {
             designations: vec![
                 json!({ "id": "d", "generation": 1, "previous": null, "ingressServiceId": "edge", "preparedSpecRevision": 1, "actorId": "bootstrap-admin", "acceptedAt": NOW, "digest": "a".repeat(64), "credential": { "bearerDigest": "never-shown" } }),
             ],
+            relays: json!({ "relays": [
+                { "relayId": "relay-1", "credential": { "generation": 2 }, "connections": [
+                    { "id": "conn-2", "epoch": 2, "lastSeenAt": NOW - 5_000, "elected": true },
+                    { "id": "conn-1", "epoch": 1, "lastSeenAt": NOW - 600_000, "elected": false },
+                ] },
+                { "relayId": "relay-2", "credential": { "generation": 1 }, "connections": [] },
+            ], "truncated": false }),
             registrations: vec![],
             routes: json!({ "revision": 4, "routes": [{ "hostname": "app.example.com", "serviceId": "web", "protocol": "tcp", "port": 443, "backends": [{ "leaseId": "l1", "address": "10.64.0.1", "port": 443 }] }] }),
             now_ms: NOW,
@@ -738,6 +800,18 @@ mod tests {
         assert!(html.contains("10.64.0.1:443") && html.contains("app.example.com"));
         assert!(html.contains("node-1") && html.contains("connected"));
         assert!(!html.contains("never-shown"), "the designation's credential is not shown");
+    }
+
+    #[test]
+    fn the_cluster_page_lists_each_relay_connection_with_its_election() {
+        let html = cluster(&view()).into_string();
+        let relays = &html
+            [html.find(r#"<section id="relays">"#).unwrap()..html.find(r#"<section id="registrations">"#).unwrap()];
+        assert_eq!(relays.matches(r#"data-relay="relay-1""#).count(), 2, "a row per connection:\n{relays}");
+        assert!(relays.contains("5s ago") && relays.contains("10m ago"), "{relays}");
+        assert!(relays.contains("rotated (generation 2)") && relays.contains("issued (generation 1)"));
+        assert_eq!(relays.matches(">yes<").count(), 1, "only the newest connection is elected");
+        assert!(relays.contains("not connected"), "relay-2 has a credential and no connection");
     }
 
     #[test]

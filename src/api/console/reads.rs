@@ -140,6 +140,7 @@ pub async fn render(controller: &Controller, session: &Session, page: &Page) -> 
                 ),
                 nodes: list(read(controller, session, name::LIST_CLUSTER_NODES, request.clone()).await?, "nodes"),
                 designations: designation_chain(controller, session, cluster_id).await?,
+                relays: read(controller, session, name::LIST_CLUSTER_RELAYS, request.clone()).await?,
                 registrations: list(
                     read(controller, session, name::LIST_CLUSTER_INGRESS_REGISTRATIONS, request.clone()).await?,
                     "registrations",
