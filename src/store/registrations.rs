@@ -16,8 +16,8 @@ use super::assignments::signed_assignment_from_row;
 use super::codec::{counter_from_sql, counter_to_sql, read_service_spec};
 use super::designations::optional_designation_from_row;
 use super::relays::{RelayConnectionState, relay_connection_state_from_row};
-use super::sessions::{ReportedState, reported_state_from_row, session_from_row};
-use super::sql::{PerBackend, Row, Statement, head_record};
+use super::sessions::{ReportedState, reported_state_from_columns, session_from_row};
+use super::sql::{PerBackend, Row, Statement};
 use super::{SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
@@ -129,7 +129,8 @@ pub enum RegistrationCommit {
 #[async_trait]
 pub trait RegistrationStore: Send + Sync {
     /// The relay connection whose token hashes to `token_hash` and the facts of a registration
-    /// of `node_id` in its cluster, on one connection; `None` when no connection holds the token.
+    /// of `node_id` in its cluster, read in one statement; `None` when no connection holds the
+    /// token.
     async fn registration_facts(
         &self,
         token_hash: [u8; 32],
@@ -163,16 +164,21 @@ fn capabilities_text(capabilities: Option<&Vec<String>>) -> Option<String> {
 /// highest epoch; the cluster's current designation, the designated service's current spec and
 /// the hash of the designation's credential (its secret version, named in the record); whether
 /// the node exists, its current session (its highest generation; NULL columns: none) and the
-/// route table revision. No row: no connection holds the token. `{secret_id}` and
-/// `{secret_version_id}` are the backend's reads of the record's secret version
-/// ([`Backend::json_text`]).
+/// route table revision; and, while the node has a session, each active assignment head of the
+/// designated service on the node with its record and the state reported for its generation
+/// (`state_session_id` and the other state columns NULL when none was). One row per such
+/// assignment, the facts repeated on each; one row with NULL assignment columns when there is
+/// none; no row when no connection holds the token. `{secret_id}` and `{secret_version_id}` are
+/// the backend's reads of the record's secret version ([`Backend::json_text`]).
 const REGISTRATION_FACTS_SQL: &str = "SELECT c.id, c.cluster_id, c.relay_id, c.epoch, c.last_seen_at, \
        (SELECT MAX(m.epoch) FROM relay_connections m WHERE m.cluster_id = c.cluster_id) AS highest_epoch, \
        d.record AS designation, r.body AS spec_body, r.revision AS spec_revision, v.value_hash, \
        EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.cluster_id = c.cluster_id AND n.node_id = $2) AS node_exists, \
        (SELECT t.revision FROM ingress_route_tables t WHERE t.cluster_id = c.cluster_id) AS route_revision, \
        rs.generation AS generation, rs.session_id AS session_id, rs.controller_kind AS controller_kind, \
-       rs.controller_id AS controller_id, rs.runtime_namespace AS runtime_namespace \
+       rs.controller_id AS controller_id, rs.runtime_namespace AS runtime_namespace, \
+       h.assignment_id AS head_assignment_id, a.record, a.signature, st.state, \
+       st.session_id AS state_session_id, st.session_generation, st.reported_at \
      FROM relay_connections c \
      JOIN clusters k ON k.id = c.cluster_id \
      LEFT JOIN runtime_sessions rs ON rs.cluster_id = c.cluster_id AND rs.node_id = $2 \
@@ -184,6 +190,12 @@ const REGISTRATION_FACTS_SQL: &str = "SELECT c.id, c.cluster_id, c.relay_id, c.e
      LEFT JOIN service_spec_revisions r ON r.cluster_id = s.cluster_id AND r.service_id = s.service_id \
        AND r.revision = s.current_revision \
      LEFT JOIN secret_versions v ON v.secret_id = {secret_id} AND v.secret_version_id = {secret_version_id} \
+     LEFT JOIN runtime_assignment_heads h ON rs.session_id IS NOT NULL AND h.cluster_id = c.cluster_id \
+       AND h.node_id = $2 AND h.service_id = d.ingress_service_id AND h.active \
+     LEFT JOIN runtime_assignments a ON a.cluster_id = h.cluster_id AND a.assignment_id = h.assignment_id \
+       AND a.generation = h.generation \
+     LEFT JOIN runtime_assignment_states st ON st.cluster_id = h.cluster_id \
+       AND st.assignment_id = h.assignment_id AND st.generation = h.generation \
      WHERE c.token_hash = $1";
 
 /// [`REGISTRATION_FACTS_SQL`] in each backend's dialect.
@@ -192,25 +204,6 @@ static REGISTRATION_FACTS: PerBackend = PerBackend::new(|backend| {
     REGISTRATION_FACTS_SQL
         .replace("{secret_id}", &member("secretId"))
         .replace("{secret_version_id}", &member("secretVersionId"))
-});
-
-/// The node's active assignments of the service (`$1` cluster, `$2` node, `$3` service): each
-/// head's record and the state reported for its generation (absent: NULL), by probes of their
-/// keys.
-static REGISTRATION_ASSIGNMENTS: PerBackend = PerBackend::new(|backend| {
-    let record = head_record(backend, "runtime_assignments", "r", "assignment_id", &["record", "signature"]);
-    let state = head_record(
-        backend,
-        "runtime_assignment_states",
-        "s",
-        "assignment_id",
-        &["state", "session_id", "session_generation", "reported_at"],
-    );
-    format!(
-        "SELECT {}, {} FROM runtime_assignment_heads h {} {} \
-         WHERE h.cluster_id = $1 AND h.node_id = $2 AND h.service_id = $3 AND h.active",
-        record.columns, state.columns, record.join, state.join,
-    )
 });
 
 /// The commit's guard: the registration is inserted only while its designation, assignment (head,
@@ -248,34 +241,22 @@ impl RegistrationStore for SqlStore {
         token_hash: [u8; 32],
         node_id: &NodeId,
     ) -> Result<Option<RelayedFacts>, StoreError> {
-        let mut connection = self.pool.connection().await?;
-        let Some(row) = REGISTRATION_FACTS
+        let rows = REGISTRATION_FACTS
             .statement(self.pool.backend())
             .bytes(&token_hash)
             .text(node_id.as_str())
-            .fetch_optional(&mut connection)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let relay = relay_connection_state_from_row(&row)?;
-        let cluster_id = &relay.connection.cluster_id;
-        let mut facts = registration_facts_from_row(cluster_id, node_id, &row)?;
-        let Some(designation) = &facts.designation else { return Ok(Some(RelayedFacts { relay, facts })) };
-        let service_id = designation.ingress_service_id.clone();
-        if facts.session.is_some() {
-            let assignment_rows = REGISTRATION_ASSIGNMENTS
-                .statement(self.pool.backend())
-                .text(cluster_id.as_str())
-                .text(node_id.as_str())
-                .text(service_id.as_str())
-                .fetch_all(&mut connection)
-                .await?;
-            for row in &assignment_rows {
-                facts.assignments.push((signed_assignment_from_row(row)?.payload, reported_state_from_row(row)?));
+            .fetch_all(&mut self.pool.connection().await?)
+            .await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let relay = relay_connection_state_from_row(first)?;
+        let mut facts = registration_facts_from_row(&relay.connection.cluster_id, node_id, first)?;
+        for row in &rows {
+            if row.optional_text("head_assignment_id")?.is_some() {
+                let state = reported_state_from_columns(row, "state_session_id")?;
+                facts.assignments.push((signed_assignment_from_row(row)?.payload, state));
             }
-            facts.assignments.sort_by(|left, right| left.0.id.as_str().cmp(right.0.id.as_str()));
         }
+        facts.assignments.sort_by(|left, right| left.0.id.as_str().cmp(right.0.id.as_str()));
         Ok(Some(RelayedFacts { relay, facts }))
     }
 
@@ -377,11 +358,11 @@ pub(crate) fn registration_from_row(row: &Row) -> Result<StoredIngressRegistrati
     })
 }
 
-/// The first read of a registration's facts (see `registrations.rs`, `REGISTRATION_FACTS_SQL`):
-/// `designation` (NULL: none), the designated service's current spec `spec_body` and
-/// `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet), and the
-/// node's current session (`generation`, `session_id`, `controller_kind`, `controller_id`,
-/// `runtime_namespace`; NULL: none). The assignments and the credential's hash are read after it.
+/// The facts of a registration's first row ([`REGISTRATION_FACTS_SQL`]): `designation` (NULL:
+/// none) with its credential's `value_hash`, the designated service's current spec `spec_body`
+/// and `spec_revision` (NULL: deleted), `node_exists`, `route_revision` (NULL: no table yet), and
+/// the node's current session (`generation`, `session_id`, `controller_kind`, `controller_id`,
+/// `runtime_namespace`; NULL: none). The assignments, one per row, are read by the caller.
 pub(crate) fn registration_facts_from_row(
     cluster_id: &Id,
     node_id: &NodeId,

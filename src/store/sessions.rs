@@ -235,10 +235,19 @@ pub(crate) fn current_session_from_row(
 /// The latest reported state of an assignment generation: `state`, `session_id`,
 /// `session_generation`, `reported_at` (all NULL when none was reported).
 pub(crate) fn reported_state_from_row(row: &Row) -> Result<Option<ReportedState>, StoreError> {
+    reported_state_from_columns(row, "session_id")
+}
+
+/// [`reported_state_from_row`] with the state's session id in column `session_id_column`, for a
+/// row that also holds a session of its own.
+pub(crate) fn reported_state_from_columns(
+    row: &Row,
+    session_id_column: &str,
+) -> Result<Option<ReportedState>, StoreError> {
     let Some(state) = row.optional_text("state")? else { return Ok(None) };
     Ok(Some(ReportedState {
         state,
-        session_id: row.id("session_id", "state session id")?,
+        session_id: row.id(session_id_column, "state session id")?,
         session_generation: row.counter("session_generation", "session generation")?,
         reported_at: row.counter("reported_at", "report time")?,
     }))
