@@ -19,6 +19,7 @@ pub mod limits;
 pub mod methods;
 pub mod requests;
 pub mod socket;
+pub mod wire;
 
 use crate::domain::{Controller, DomainError};
 use crate::store::StoreError;

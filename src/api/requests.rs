@@ -5,10 +5,13 @@
 //!
 //! [`Members`] is the one exact-schema reader: the member set first (each missing required
 //! member, then each unknown one), then each member by its reader, the first failing member
-//! answering. The method table (`methods.rs`) verifies the principal before it calls these
-//! functions, so an identity is judged before the members it travels with.
+//! answering. An administrator request's members are its shape in `wire.rs` (read by
+//! [`shaped`]), the one the CLI writes; each member read here is a [`Member`] of that shape, which
+//! carries its wire name. The method table (`methods.rs`) verifies the principal before it calls
+//! these functions, so an identity is judged before the members it travels with.
 
 use super::error::ApiError;
+use super::wire::{self, Member, Shape};
 use crate::contract::designation::{ClusterIngressDesignationRequest, snapshot_cluster_ingress_designation_request};
 use crate::contract::inventory::{parse_cluster, parse_node, parse_organization, parse_service_spec_body};
 use crate::contract::network::address_plan::{
@@ -93,45 +96,62 @@ impl<'a> Members<'a> {
         }
     }
 
-    /// The optional member `key`, `None` when absent.
-    pub fn optional(&self, key: &str) -> Option<&'a Value> {
-        self.members.get(key)
-    }
-
     /// The member `key` (`null` when absent).
     pub fn get(&self, key: &str) -> &'a Value {
         self.members.get(key).unwrap_or(&Value::Null)
     }
 
     /// Reads the member `key` with `read`, or names it: `request <key> must be <what>`.
-    pub fn read<T>(&self, key: &str, read: impl FnOnce(&'a Value) -> Parsed<T>, what: &str) -> Result<T, ApiError> {
-        read(self.get(key)).map_err(|_| invalid(format!("request {key} must be {what}")))
-    }
-
-    /// Reads the optional member `key` with `read` when it is present, or names it.
-    pub fn read_optional<T>(
+    pub fn read<T>(
         &self,
-        key: &str,
+        key: &'static str,
         read: impl FnOnce(&'a Value) -> Parsed<T>,
         what: &str,
-    ) -> Result<Option<T>, ApiError> {
-        self.optional(key).map(|_| self.read(key, read, what)).transpose()
+    ) -> Result<T, ApiError> {
+        Member { key, value: self.get(key) }.read(read, what)
     }
 
-    /// Reads the member `key` with a contract parser that names every violation itself.
-    pub fn parse<T>(&self, key: &str, parse: impl FnOnce(&'a Value) -> Result<T, Vec<String>>) -> Result<T, ApiError> {
-        parse(self.get(key)).map_err(ApiError::request_invalid)
-    }
-
-    fn id(&self, key: &str) -> Result<Id, ApiError> {
+    fn id(&self, key: &'static str) -> Result<Id, ApiError> {
         self.read(key, reader::id, "an Id")
     }
 }
 
-/// The request of the methods that name only a cluster: `{ identity, clusterId }`.
+/// The members of `request` as the shape `S`: every required member present, any of the optional
+/// ones, and no other besides `identity` (see [`Members::besides_identity`]).
+pub fn shaped<'a, S: Shape<'a>>(request: &'a Request) -> Result<S, ApiError> {
+    Members::checked(request, S::REQUIRED, S::OPTIONAL, &["identity"])?;
+    Ok(S::members(request))
+}
+
+impl<'a> Member<'a> {
+    /// Reads the member with `read`, or names it: `request <key> must be <what>`.
+    pub fn read<T>(self, read: impl FnOnce(&'a Value) -> Parsed<T>, what: &str) -> Result<T, ApiError> {
+        read(self.value).map_err(|_| invalid(format!("request {} must be {what}", self.key)))
+    }
+
+    /// Reads the member with a contract parser that names every violation itself.
+    pub fn parse<T>(self, parse: impl FnOnce(&'a Value) -> Result<T, Vec<String>>) -> Result<T, ApiError> {
+        parse(self.value).map_err(ApiError::request_invalid)
+    }
+
+    fn id(self) -> Result<Id, ApiError> {
+        self.read(reader::id, "an Id")
+    }
+}
+
+/// Reads an optional member with `read` when it is present, or names it.
+fn read_optional<'a, T>(
+    member: Option<Member<'a>>,
+    read: impl FnOnce(&'a Value) -> Parsed<T>,
+    what: &str,
+) -> Result<Option<T>, ApiError> {
+    member.map(|member| member.read(read, what)).transpose()
+}
+
+/// The request of the methods that name only a cluster: [`wire::OfCluster`].
 pub fn cluster(request: &Request) -> Result<ClusterRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId"], &[])?;
-    Ok(ClusterRequest { cluster_id: members.id("clusterId")? })
+    let wire::OfCluster { cluster_id } = shaped(request)?;
+    Ok(ClusterRequest { cluster_id: cluster_id.id()? })
 }
 
 /// `listClusters`: `{ identity }`.
@@ -139,103 +159,97 @@ pub fn list_clusters(request: &Request) -> Result<(), ApiError> {
     Members::besides_identity(request, &[], &[]).map(drop)
 }
 
-/// `putOrganization`: `{ identity, organization }`.
+/// `putOrganization`: [`wire::PutOrganization`].
 pub fn put_organization(request: &Request) -> Result<PutOrganizationRequest, ApiError> {
-    let members = Members::besides_identity(request, &["organization"], &[])?;
-    Ok(PutOrganizationRequest { organization: members.parse("organization", parse_organization)? })
+    let wire::PutOrganization { organization } = shaped(request)?;
+    Ok(PutOrganizationRequest { organization: organization.parse(parse_organization)? })
 }
 
-/// `getOrganization`: `{ identity, organizationId }`.
+/// `getOrganization`: [`wire::GetOrganization`].
 pub fn get_organization(request: &Request) -> Result<GetOrganizationRequest, ApiError> {
-    let members = Members::besides_identity(request, &["organizationId"], &[])?;
-    Ok(GetOrganizationRequest { organization_id: members.id("organizationId")? })
+    let wire::GetOrganization { organization_id } = shaped(request)?;
+    Ok(GetOrganizationRequest { organization_id: organization_id.id()? })
 }
 
-fn expected_revision(members: &Members<'_>) -> Result<Option<u64>, ApiError> {
-    members.read("expectedRevision", |value| reader::nullable(value, reader::counter), "null or a counter")
+fn expected_revision(member: Member<'_>) -> Result<Option<u64>, ApiError> {
+    member.read(|value| reader::nullable(value, reader::counter), "null or a counter")
 }
 
-/// `putCluster`: `{ identity, cluster, expectedRevision }`.
+/// `putCluster`: [`wire::PutCluster`].
 pub fn put_cluster(request: &Request) -> Result<PutClusterRequest, ApiError> {
-    let members = Members::besides_identity(request, &["cluster", "expectedRevision"], &[])?;
-    let cluster = members.parse("cluster", parse_cluster)?;
-    Ok(PutClusterRequest { cluster, expected_revision: expected_revision(&members)? })
+    let wire::PutCluster { cluster, expected_revision: revision } = shaped(request)?;
+    let cluster = cluster.parse(parse_cluster)?;
+    Ok(PutClusterRequest { cluster, expected_revision: expected_revision(revision)? })
 }
 
-/// `putClusterNode`: `{ identity, clusterId, node, rotateCredential }`.
+/// `putClusterNode`: [`wire::PutClusterNode`].
 pub fn put_cluster_node(request: &Request) -> Result<PutClusterNodeRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "node", "rotateCredential"], &[])?;
+    let wire::PutClusterNode { cluster_id, node, rotate_credential } = shaped(request)?;
     Ok(PutClusterNodeRequest {
-        cluster_id: members.id("clusterId")?,
-        node: members.parse("node", parse_node)?,
-        rotate_credential: members.read("rotateCredential", reader::boolean, "a boolean")?,
+        cluster_id: cluster_id.id()?,
+        node: node.parse(parse_node)?,
+        rotate_credential: rotate_credential.read(reader::boolean, "a boolean")?,
     })
 }
 
-/// `getClusterNode`: `{ identity, clusterId, nodeId }`.
+/// `getClusterNode`: [`wire::GetClusterNode`].
 pub fn get_cluster_node(request: &Request) -> Result<GetClusterNodeRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "nodeId"], &[])?;
-    Ok(GetClusterNodeRequest {
-        cluster_id: members.id("clusterId")?,
-        node_id: members.read("nodeId", reader::node_id, "a NodeId")?,
-    })
+    let wire::GetClusterNode { cluster_id, node_id } = shaped(request)?;
+    Ok(GetClusterNodeRequest { cluster_id: cluster_id.id()?, node_id: node_id.read(reader::node_id, "a NodeId")? })
 }
 
-/// `putServiceRuntimeSpec`: `{ identity, spec, expectedRevision }`.
+/// `putServiceRuntimeSpec`: [`wire::PutServiceRuntimeSpec`].
 pub fn put_service_runtime_spec(request: &Request) -> Result<PutServiceRuntimeSpecRequest, ApiError> {
-    let members = Members::besides_identity(request, &["spec", "expectedRevision"], &[])?;
-    let spec = members.parse("spec", parse_service_spec_body)?;
-    Ok(PutServiceRuntimeSpecRequest { spec, expected_revision: expected_revision(&members)? })
+    let wire::PutServiceRuntimeSpec { spec, expected_revision: revision } = shaped(request)?;
+    let spec = spec.parse(parse_service_spec_body)?;
+    Ok(PutServiceRuntimeSpecRequest { spec, expected_revision: expected_revision(revision)? })
 }
 
-/// `getServiceRuntimeSpec`: `{ identity, clusterId, serviceId, revision? }`.
+/// `getServiceRuntimeSpec`: [`wire::GetServiceRuntimeSpec`].
 pub fn get_service_runtime_spec(request: &Request) -> Result<GetServiceRuntimeSpecRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "serviceId"], &["revision"])?;
+    let wire::GetServiceRuntimeSpec { cluster_id, service_id, revision } = shaped(request)?;
     Ok(GetServiceRuntimeSpecRequest {
-        cluster_id: members.id("clusterId")?,
-        service_id: members.id("serviceId")?,
-        revision: members.read_optional("revision", reader::counter, "a counter")?,
+        cluster_id: cluster_id.id()?,
+        service_id: service_id.id()?,
+        revision: read_optional(revision, reader::counter, "a counter")?,
     })
 }
 
-/// `getServiceRuntimeStatus`: `{ identity, clusterId, serviceId }`.
+/// `getServiceRuntimeStatus`: [`wire::GetServiceRuntimeStatus`].
 pub fn get_service_runtime_status(request: &Request) -> Result<GetServiceRuntimeStatusRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "serviceId"], &[])?;
-    Ok(GetServiceRuntimeStatusRequest { cluster_id: members.id("clusterId")?, service_id: members.id("serviceId")? })
+    let wire::GetServiceRuntimeStatus { cluster_id, service_id } = shaped(request)?;
+    Ok(GetServiceRuntimeStatusRequest { cluster_id: cluster_id.id()?, service_id: service_id.id()? })
 }
 
-/// `resolveRuntimeLocalStorageClaim`: `{ identity, claim, decision }`.
+/// `resolveRuntimeLocalStorageClaim`: [`wire::ResolveRuntimeLocalStorageClaim`].
 pub fn resolve_runtime_local_storage_claim(
     request: &Request,
 ) -> Result<ResolveRuntimeLocalStorageClaimRequest, ApiError> {
-    let members = Members::besides_identity(request, &["claim", "decision"], &[])?;
+    let wire::ResolveRuntimeLocalStorageClaim { claim, decision } = shaped(request)?;
     Ok(ResolveRuntimeLocalStorageClaimRequest {
-        claim: members.read("claim", AuthorityReference::read, "an IRuntimeAuthorityReference")?,
-        decision: members.read(
-            "decision",
-            |value| ClaimDecision::parse(reader::string(value)?).ok_or(reader::Invalid),
-            "purge or rebind",
-        )?,
+        claim: claim.read(AuthorityReference::read, "an IRuntimeAuthorityReference")?,
+        decision: decision
+            .read(|value| ClaimDecision::parse(reader::string(value)?).ok_or(reader::Invalid), "purge or rebind")?,
     })
 }
 
-/// `deleteService`: `{ identity, clusterId, serviceId, expectedRevision }`.
+/// `deleteService`: [`wire::DeleteService`].
 pub fn delete_service(request: &Request) -> Result<DeleteServiceRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "serviceId", "expectedRevision"], &[])?;
+    let wire::DeleteService { cluster_id, service_id, expected_revision } = shaped(request)?;
     Ok(DeleteServiceRequest {
-        cluster_id: members.id("clusterId")?,
-        service_id: members.id("serviceId")?,
-        expected_revision: members.read("expectedRevision", reader::counter, "a counter")?,
+        cluster_id: cluster_id.id()?,
+        service_id: service_id.id()?,
+        expected_revision: expected_revision.read(reader::counter, "a counter")?,
     })
 }
 
-/// `putRuntimeNetworkAddressPlan`: `{ identity, plan }`, the plan without `digest` (the controller
-/// computes it). The plan's members are named first (each missing one, then each unknown one,
+/// `putRuntimeNetworkAddressPlan`: [`wire::PutRuntimeNetworkAddressPlan`], the plan without
+/// `digest` (the controller computes it). The plan's members are named first (each missing one, then each unknown one,
 /// `digest` among them), then every violation of its rules (`validateRuntimeNetworkAddressPlan`,
 /// at most one per field); the plan answered is sealed with its digest.
 pub fn put_runtime_network_address_plan(request: &Request) -> Result<PutRuntimeNetworkAddressPlanRequest, ApiError> {
-    let members = Members::besides_identity(request, &["plan"], &[])?;
-    let Value::Object(plan) = members.get("plan") else {
+    let wire::PutRuntimeNetworkAddressPlan { plan: member } = shaped(request)?;
+    let Value::Object(plan) = member.value else {
         return Err(invalid("request plan must be an object"));
     };
     let mut violations: Vec<String> = MEMBERS_WITHOUT_DIGEST
@@ -251,8 +265,7 @@ pub fn put_runtime_network_address_plan(request: &Request) -> Result<PutRuntimeN
     if !violations.is_empty() {
         return Err(ApiError::request_invalid(violations));
     }
-    let sealed =
-        seal_runtime_network_address_plan(members.get("plan")).map_err(|rejected| invalid(rejected.to_string()))?;
+    let sealed = seal_runtime_network_address_plan(member.value).map_err(|rejected| invalid(rejected.to_string()))?;
     let violations = validate_runtime_network_address_plan(&sealed);
     if !violations.is_empty() {
         return Err(ApiError::request_invalid(violations));
@@ -261,36 +274,32 @@ pub fn put_runtime_network_address_plan(request: &Request) -> Result<PutRuntimeN
     Ok(PutRuntimeNetworkAddressPlanRequest { plan })
 }
 
-/// `designateClusterIngress`: `{ identity, designation }`, the designation read by the seed's
+/// `designateClusterIngress`: [`wire::DesignateClusterIngress`], the designation read by the seed's
 /// snapshot. A missing `designation` fails the snapshot like any other malformed request
 /// (`request-invalid` with its one message), so it is not named as a missing member.
 pub fn designate_cluster_ingress(request: &Request) -> Result<ClusterIngressDesignationRequest, ApiError> {
-    let members = Members::besides_identity(request, &[], &["designation"])?;
-    snapshot_cluster_ingress_designation_request(members.get("designation"))
+    let wire::DesignateClusterIngress { designation } = shaped(request)?;
+    snapshot_cluster_ingress_designation_request(designation.map_or(&Value::Null, |designation| designation.value))
         .map_err(|rejected| invalid(rejected.to_string()))
 }
 
-/// `listClusterIngressDesignations`: `{ identity, clusterId, fromGeneration?, limit? }`; a bad
+/// `listClusterIngressDesignations`: [`wire::ListClusterIngressDesignations`]; a bad
 /// `fromGeneration` and a bad `limit` are named together.
 pub fn list_cluster_ingress_designations(request: &Request) -> Result<ListClusterIngressDesignationsRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId"], &["fromGeneration", "limit"])?;
-    let cluster_id = members.id("clusterId")?;
+    let wire::ListClusterIngressDesignations { cluster_id, from_generation, limit } = shaped(request)?;
+    let cluster_id = cluster_id.id()?;
     let mut violations = Vec::new();
-    let mut named = |key: &str, read: &dyn Fn(&Value) -> Parsed<u64>, violation: String| {
-        members.optional(key).map(read).transpose().unwrap_or_else(|_| {
-            violations.push(violation);
+    let mut named = |member: Option<Member<'_>>, read: &dyn Fn(&Value) -> Parsed<u64>, what: &str| {
+        member.map(|member| read(member.value).map_err(|_| member.key)).transpose().unwrap_or_else(|key| {
+            violations.push(format!("request {key} must be {what}"));
             None
         })
     };
-    let from_generation = named(
-        "fromGeneration",
-        &reader::generation,
-        "request fromGeneration must be a generation (an integer ≥ 1)".to_owned(),
-    );
+    let from_generation = named(from_generation, &reader::generation, "a generation (an integer ≥ 1)");
     let limit = named(
-        "limit",
+        limit,
         &|value| reader::counter_in(value, 1, MAX_DESIGNATION_PAGE),
-        format!("request limit must be an integer from 1 to {MAX_DESIGNATION_PAGE}"),
+        &format!("an integer from 1 to {MAX_DESIGNATION_PAGE}"),
     );
     if violations.is_empty() {
         Ok(ListClusterIngressDesignationsRequest { cluster_id, from_generation, limit })
@@ -299,22 +308,21 @@ pub fn list_cluster_ingress_designations(request: &Request) -> Result<ListCluste
     }
 }
 
-/// `listClusterIngressRegistrations`: `{ identity, clusterId, nodeId?, before?, limit? }`.
+/// `listClusterIngressRegistrations`: [`wire::ListClusterIngressRegistrations`].
 pub fn list_cluster_ingress_registrations(
     request: &Request,
 ) -> Result<ListClusterIngressRegistrationsRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId"], &["nodeId", "before", "limit"])?;
+    let wire::ListClusterIngressRegistrations { cluster_id, node_id, before, limit } = shaped(request)?;
     Ok(ListClusterIngressRegistrationsRequest {
-        cluster_id: members.id("clusterId")?,
-        node_id: members.read_optional("nodeId", reader::node_id, "a NodeId")?,
-        before: members.read_optional("before", reader::counter, "a counter")?,
-        limit: members
-            .read_optional(
-                "limit",
-                |value| reader::counter_in(value, 1, u64::from(MAX_REGISTRATION_PAGE)),
-                &format!("an integer from 1 to {MAX_REGISTRATION_PAGE}"),
-            )?
-            .map(|limit| limit as u32),
+        cluster_id: cluster_id.id()?,
+        node_id: read_optional(node_id, reader::node_id, "a NodeId")?,
+        before: read_optional(before, reader::counter, "a counter")?,
+        limit: read_optional(
+            limit,
+            |value| reader::counter_in(value, 1, u64::from(MAX_REGISTRATION_PAGE)),
+            &format!("an integer from 1 to {MAX_REGISTRATION_PAGE}"),
+        )?
+        .map(|limit| limit as u32),
     })
 }
 
@@ -331,10 +339,10 @@ pub fn register_cluster_ingress(request: Option<&Value>, relay_token: Option<&st
     }
 }
 
-/// `issueClusterRelayCredential`: `{ identity, clusterId, relayId }`.
+/// `issueClusterRelayCredential`: [`wire::IssueClusterRelayCredential`].
 pub fn issue_cluster_relay_credential(request: &Request) -> Result<IssueClusterRelayCredentialRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "relayId"], &[])?;
-    Ok(IssueClusterRelayCredentialRequest { cluster_id: members.id("clusterId")?, relay_id: members.id("relayId")? })
+    let wire::IssueClusterRelayCredential { cluster_id, relay_id } = shaped(request)?;
+    Ok(IssueClusterRelayCredentialRequest { cluster_id: cluster_id.id()?, relay_id: relay_id.id()? })
 }
 
 /// `connectClusterRelay`: exactly `{ clusterId, relayId, bearer }`.
@@ -366,22 +374,25 @@ fn hostname(value: &Value) -> Parsed<String> {
     Ok(hostname.to_owned())
 }
 
-/// Reads `route: { hostname, serviceId, protocol, port }`, naming every violation.
+/// Reads `route` ([`wire::IngressRoute`]), naming every violation.
 fn route(value: &Value) -> Result<IngressRoute, ApiError> {
+    type Route<'a> = wire::IngressRoute<Member<'a>>;
     let Value::Object(route) = value else {
         return Err(invalid("request route must be an object"));
     };
     let mut violations: Vec<String> = route
         .keys()
-        .filter(|key| !["hostname", "serviceId", "protocol", "port"].contains(&key.as_str()))
+        .filter(|key| !Route::REQUIRED.contains(&key.as_str()))
         .map(|key| unknown_member("request route", key))
         .collect();
-    let member = |key: &str| route.get(key).unwrap_or(&Value::Null);
-    let mut named = |violation: &str| violations.push(format!("request route {violation}"));
-    let hostname = hostname(member("hostname")).map_err(|_| named("hostname must be a lowercase DNS name")).ok();
-    let service_id = reader::id(member("serviceId")).map_err(|_| named("serviceId must be an Id")).ok();
-    let protocol = reader::protocol(member("protocol")).map_err(|_| named("protocol must be tcp or udp")).ok();
-    let port = reader::port(member("port")).map_err(|_| named("port must be an integer from 1 to 65535")).ok();
+    let wire::IngressRoute { hostname: host, service_id, protocol, port } = Route::members(route);
+    let mut read = |member: Member<'_>, what: &str| {
+        violations.push(format!("request route {} must be {what}", member.key));
+    };
+    let hostname = hostname(host.value).map_err(|_| read(host, "a lowercase DNS name")).ok();
+    let service_id = reader::id(service_id.value).map_err(|_| read(service_id, "an Id")).ok();
+    let protocol = reader::protocol(protocol.value).map_err(|_| read(protocol, "tcp or udp")).ok();
+    let port = reader::port(port.value).map_err(|_| read(port, "an integer from 1 to 65535")).ok();
     match (hostname, service_id, protocol, port) {
         (Some(hostname), Some(service_id), Some(protocol), Some(port)) if violations.is_empty() => {
             Ok(IngressRoute { hostname, service_id, protocol, port })
@@ -390,19 +401,19 @@ fn route(value: &Value) -> Result<IngressRoute, ApiError> {
     }
 }
 
-/// `putClusterIngressRoute`: `{ identity, clusterId, route }`.
+/// `putClusterIngressRoute`: [`wire::PutClusterIngressRoute`].
 pub fn put_cluster_ingress_route(request: &Request) -> Result<PutClusterIngressRouteRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "route"], &[])?;
-    let cluster_id = members.id("clusterId")?;
-    Ok(PutClusterIngressRouteRequest { cluster_id, route: route(members.get("route"))? })
+    let wire::PutClusterIngressRoute { cluster_id, route: member } = shaped(request)?;
+    let cluster_id = cluster_id.id()?;
+    Ok(PutClusterIngressRouteRequest { cluster_id, route: route(member.value)? })
 }
 
-/// `deleteClusterIngressRoute`: `{ identity, clusterId, hostname }`.
+/// `deleteClusterIngressRoute`: [`wire::DeleteClusterIngressRoute`].
 pub fn delete_cluster_ingress_route(request: &Request) -> Result<DeleteClusterIngressRouteRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "hostname"], &[])?;
+    let wire::DeleteClusterIngressRoute { cluster_id, hostname: host } = shaped(request)?;
     Ok(DeleteClusterIngressRouteRequest {
-        cluster_id: members.id("clusterId")?,
-        hostname: members.read("hostname", hostname, "a lowercase DNS name")?,
+        cluster_id: cluster_id.id()?,
+        hostname: host.read(hostname, "a lowercase DNS name")?,
     })
 }
 
@@ -518,8 +529,282 @@ pub fn report_runtime_network_projection_applied(
     })
 }
 
-/// `getRuntimeNetworkProjectionForNode`: `{ identity, clusterId, nodeId }`.
+/// `getRuntimeNetworkProjectionForNode`: [`wire::GetClusterNode`].
 pub fn get_runtime_network_projection_for_node(request: &Request) -> Result<NodeProjectionRequest, ApiError> {
     let GetClusterNodeRequest { cluster_id, node_id } = get_cluster_node(request)?;
     Ok(NodeProjectionRequest { cluster_id, node_id })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every request the CLI sends, written through its shape in `wire.rs` as the CLI writes it
+    //! and read back through this module's parser: a member the api reads that the writer does
+    //! not write (or writes under another name) fails here.
+
+    use super::*;
+    use crate::api::methods::name;
+    use crate::contract::inventory::{ClusterRuntime, ClusterSpec};
+    use crate::contract::{NodeId, Protocol, Sha256Digest};
+    use crate::domain::inventory::GetServiceRuntimeSpecRequest;
+    use serde::Serialize;
+    use serde_json::json;
+    use wire::NoMembers;
+
+    /// A request as the CLI sends it: its shape written, and the identity it adds.
+    fn sent(shape: impl Serialize) -> Request {
+        let mut request = wire::to_request(&shape);
+        request["identity"] = json!({ "name": "any identity; verified before the members" });
+        let Value::Object(members) = request else { panic!("a shape writes an object") };
+        members
+    }
+
+    fn id(text: &str) -> Id {
+        Id::parse(text).expect("an Id")
+    }
+
+    fn node_id(text: &str) -> NodeId {
+        NodeId::parse(text).expect("a NodeId")
+    }
+
+    fn example(file: &str) -> Value {
+        let path = format!("{}/deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("an example file");
+        serde_yaml_ng::from_str(&text).expect("an example document")
+    }
+
+    fn digest() -> Sha256Digest {
+        Sha256Digest::parse(&format!("sha256:{}", "ab".repeat(32))).expect("a digest")
+    }
+
+    /// The methods the round trip below covers, each written and read back.
+    fn round_trips() -> Vec<&'static str> {
+        let mut covered = Vec::new();
+        let mut covers = |method: &'static str| covered.push(method);
+
+        list_clusters(&sent(NoMembers {})).expect("listClusters");
+        covers(name::LIST_CLUSTERS);
+        get_controller_signing_keys(&sent(NoMembers {})).expect("getControllerSigningKeys");
+        covers(name::GET_CONTROLLER_SIGNING_KEYS);
+        get_controller_version(&sent(NoMembers {})).expect("getControllerVersion");
+        covers(name::GET_CONTROLLER_VERSION);
+
+        for method in [
+            name::GET_CLUSTER,
+            name::GET_CLUSTER_INGRESS_DESIGNATION,
+            name::GET_CLUSTER_INGRESS_ROUTES,
+            name::GET_RUNTIME_NETWORK_ADDRESS_PLAN,
+            name::LIST_CLUSTER_NODES,
+            name::LIST_CLUSTER_RELAYS,
+            name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS,
+            name::LIST_SERVICE_RUNTIME_STATUSES,
+        ] {
+            let read = cluster(&sent(wire::OfCluster { cluster_id: "c1" })).expect(method);
+            assert_eq!(read, ClusterRequest { cluster_id: id("c1") });
+            covers(method);
+        }
+
+        let organization = wire::Organization { id: "org", name: "Example Org" };
+        let read = put_organization(&sent(wire::PutOrganization { organization })).expect("putOrganization");
+        assert_eq!(read.organization, parse_organization(&json!({ "id": "org", "name": "Example Org" })).unwrap());
+        covers(name::PUT_ORGANIZATION);
+
+        let read = get_organization(&sent(wire::GetOrganization { organization_id: "org" })).expect("getOrganization");
+        assert_eq!(read, GetOrganizationRequest { organization_id: id("org") });
+        covers(name::GET_ORGANIZATION);
+
+        let cluster_record = example("cluster.json");
+        for expected_revision in [None, Some(4)] {
+            let request =
+                wire::PutCluster { cluster: cluster_record.clone(), expected_revision: json!(expected_revision) };
+            let read = put_cluster(&sent(request)).expect("putCluster");
+            let ClusterSpec { id: cluster_id, runtime: ClusterRuntime { generation, .. }, .. } = &read.cluster;
+            assert_eq!((cluster_id.as_str(), *generation, read.expected_revision), ("c1", 1, expected_revision));
+        }
+        covers(name::PUT_CLUSTER);
+
+        let node = example("node.json");
+        let request =
+            wire::PutClusterNode { cluster_id: json!("c1"), node: node.clone(), rotate_credential: json!(true) };
+        let read = put_cluster_node(&sent(request)).expect("putClusterNode");
+        let expected =
+            PutClusterNodeRequest { cluster_id: id("c1"), node: parse_node(&node).unwrap(), rotate_credential: true };
+        assert_eq!(read, expected);
+        covers(name::PUT_CLUSTER_NODE);
+
+        for method in [name::GET_CLUSTER_NODE, name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE] {
+            let request = wire::GetClusterNode { cluster_id: "c1", node_id: "node-1" };
+            let read = get_runtime_network_projection_for_node(&sent(&request)).expect(method);
+            assert_eq!(read, NodeProjectionRequest { cluster_id: id("c1"), node_id: node_id("node-1") });
+            let read = get_cluster_node(&sent(&request)).expect(method);
+            assert_eq!(read, GetClusterNodeRequest { cluster_id: id("c1"), node_id: node_id("node-1") });
+            covers(method);
+        }
+
+        let spec = example("web-spec.json");
+        let request = wire::PutServiceRuntimeSpec { spec: spec.clone(), expected_revision: json!(2) };
+        let read = put_service_runtime_spec(&sent(request)).expect("putServiceRuntimeSpec");
+        let expected =
+            PutServiceRuntimeSpecRequest { spec: parse_service_spec_body(&spec).unwrap(), expected_revision: Some(2) };
+        assert_eq!(read, expected);
+        covers(name::PUT_SERVICE_RUNTIME_SPEC);
+
+        for revision in [None, Some(3)] {
+            let request = wire::GetServiceRuntimeSpec {
+                cluster_id: json!("c1"),
+                service_id: json!("web"),
+                revision: revision.map(Value::from),
+            };
+            let read = get_service_runtime_spec(&sent(request)).expect("getServiceRuntimeSpec");
+            assert_eq!(read, GetServiceRuntimeSpecRequest { cluster_id: id("c1"), service_id: id("web"), revision });
+        }
+        covers(name::GET_SERVICE_RUNTIME_SPEC);
+
+        let request = wire::GetServiceRuntimeStatus { cluster_id: "c1", service_id: "web" };
+        let read = get_service_runtime_status(&sent(request)).expect("getServiceRuntimeStatus");
+        assert_eq!(read, GetServiceRuntimeStatusRequest { cluster_id: id("c1"), service_id: id("web") });
+        covers(name::GET_SERVICE_RUNTIME_STATUS);
+
+        let request =
+            wire::DeleteService { cluster_id: json!("c1"), service_id: json!("web"), expected_revision: json!(7) };
+        let read = delete_service(&sent(request)).expect("deleteService");
+        assert_eq!(read, DeleteServiceRequest { cluster_id: id("c1"), service_id: id("web"), expected_revision: 7 });
+        covers(name::DELETE_SERVICE);
+
+        let reference = wire::Reference { id: json!("claim-1"), generation: json!(2), digest: json!(digest()) };
+        let claim = AuthorityReference { id: id("claim-1"), generation: 2, digest: digest() };
+        for decision in [ClaimDecision::Purge, ClaimDecision::Rebind] {
+            let request = wire::ResolveRuntimeLocalStorageClaim {
+                claim: wire::to_request(&reference),
+                decision: json!(decision.as_str()),
+            };
+            let read = resolve_runtime_local_storage_claim(&sent(request)).expect("resolveRuntimeLocalStorageClaim");
+            assert_eq!(read, ResolveRuntimeLocalStorageClaimRequest { claim: claim.clone(), decision });
+        }
+        covers(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM);
+
+        let request = wire::IssueClusterRelayCredential { cluster_id: "c1", relay_id: "relay-a" };
+        let read = issue_cluster_relay_credential(&sent(request)).expect("issueClusterRelayCredential");
+        assert_eq!(read, IssueClusterRelayCredentialRequest { cluster_id: id("c1"), relay_id: id("relay-a") });
+        covers(name::ISSUE_CLUSTER_RELAY_CREDENTIAL);
+
+        let route = wire::IngressRoute {
+            hostname: json!("www.example.net"),
+            service_id: json!("web"),
+            protocol: json!(Protocol::Tcp.as_str()),
+            port: json!(443),
+        };
+        let request = wire::PutClusterIngressRoute { cluster_id: json!("c1"), route: wire::to_request(&route) };
+        let read = put_cluster_ingress_route(&sent(request)).expect("putClusterIngressRoute");
+        let route = IngressRoute {
+            hostname: "www.example.net".to_owned(),
+            service_id: id("web"),
+            protocol: Protocol::Tcp,
+            port: 443,
+        };
+        assert_eq!(read, PutClusterIngressRouteRequest { cluster_id: id("c1"), route });
+        covers(name::PUT_CLUSTER_INGRESS_ROUTE);
+
+        let request = wire::DeleteClusterIngressRoute { cluster_id: "c1", hostname: "www.example.net" };
+        let read = delete_cluster_ingress_route(&sent(request)).expect("deleteClusterIngressRoute");
+        let expected =
+            DeleteClusterIngressRouteRequest { cluster_id: id("c1"), hostname: "www.example.net".to_owned() };
+        assert_eq!(read, expected);
+        covers(name::DELETE_CLUSTER_INGRESS_ROUTE);
+
+        let mut plan = example("network-plan.yaml");
+        plan["revision"] = json!(1);
+        let read = put_runtime_network_address_plan(&sent(wire::PutRuntimeNetworkAddressPlan { plan }))
+            .expect("putRuntimeNetworkAddressPlan");
+        assert_eq!((read.plan.cluster_id.as_str(), read.plan.revision), ("c1", 1));
+        covers(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN);
+
+        for expected_designation in [Value::Null, wire::to_request(&reference)] {
+            let current_runtime =
+                wire::RuntimeReference { id: json!("c1"), phase: json!("pallet"), generation: json!(3) };
+            let designation = wire::DesignationRequest {
+                mutation_id: json!("mut-1"),
+                cluster_id: json!("c1"),
+                ingress_service_id: json!("ingress"),
+                current_runtime: wire::to_request(&current_runtime),
+                expected_spec_revision: json!(5),
+                expected_designation: expected_designation.clone(),
+            };
+            let request = wire::DesignateClusterIngress { designation: Some(designation) };
+            let read = designate_cluster_ingress(&sent(request)).expect("designateClusterIngress");
+            assert_eq!(
+                (read.mutation_id.as_str(), read.cluster_id.as_str(), read.ingress_service_id.as_str()),
+                ("mut-1", "c1", "ingress")
+            );
+            assert_eq!((read.current_runtime.generation, read.expected_spec_revision), (3, 5));
+            assert_eq!(read.expected_designation.is_some(), !expected_designation.is_null());
+        }
+        covers(name::DESIGNATE_CLUSTER_INGRESS);
+
+        for (from_generation, limit) in [(None, None), (Some(2), Some(5))] {
+            let request = wire::ListClusterIngressDesignations {
+                cluster_id: json!("c1"),
+                from_generation: from_generation.map(Value::from),
+                limit: limit.map(Value::from),
+            };
+            let read = list_cluster_ingress_designations(&sent(request)).expect("listClusterIngressDesignations");
+            assert_eq!(read, ListClusterIngressDesignationsRequest { cluster_id: id("c1"), from_generation, limit });
+        }
+        covers(name::LIST_CLUSTER_INGRESS_DESIGNATIONS);
+
+        for (node, before, limit) in [(None, None, None), (Some("node-1"), Some(9), Some(20))] {
+            let request = wire::ListClusterIngressRegistrations {
+                cluster_id: json!("c1"),
+                node_id: node.map(Value::from),
+                before: before.map(Value::from),
+                limit: limit.map(Value::from),
+            };
+            let read = list_cluster_ingress_registrations(&sent(request)).expect("listClusterIngressRegistrations");
+            let expected = ListClusterIngressRegistrationsRequest {
+                cluster_id: id("c1"),
+                node_id: node.map(node_id),
+                before,
+                limit: limit.map(|limit: u64| limit as u32),
+            };
+            assert_eq!(read, expected);
+        }
+        covers(name::LIST_CLUSTER_INGRESS_REGISTRATIONS);
+
+        covered
+    }
+
+    #[test]
+    fn every_request_the_cli_writes_reads_back_through_its_parser() {
+        assert!(!round_trips().is_empty());
+    }
+
+    /// `GET_CLUSTER` for `getCluster`.
+    fn constant_name(method: &str) -> String {
+        method.chars().flat_map(|c| c.is_uppercase().then_some('_').into_iter().chain(c.to_uppercase())).collect()
+    }
+
+    #[test]
+    fn every_method_the_cli_calls_has_a_round_trip() {
+        let covered: Vec<String> = round_trips().into_iter().map(constant_name).collect();
+        let cli = include_str!("../cli/admin.rs");
+        let called: Vec<&str> = cli
+            .split("name::")
+            .skip(1)
+            .map(|rest| rest.split(|c: char| !(c.is_ascii_uppercase() || c == '_')).next().unwrap_or(""))
+            .filter(|constant| !constant.is_empty())
+            .collect();
+        assert!(called.len() > 20, "the CLI names its methods through methods::name");
+        let missing: Vec<&&str> = called.iter().filter(|constant| !covered.iter().any(|c| c == *constant)).collect();
+        assert!(missing.is_empty(), "methods the CLI calls without a round trip here: {missing:?}");
+    }
+
+    #[test]
+    fn a_member_renamed_on_one_side_is_refused() {
+        // What the round trip guards against: a writer that spells a member differently.
+        let mut request = sent(wire::GetClusterNode { cluster_id: "c1", node_id: "node-1" });
+        let node = request.remove("nodeId").expect("written");
+        request.insert("node".to_owned(), node);
+        let refused = get_cluster_node(&request).expect_err("a renamed member is refused");
+        let violations = json!(["request nodeId is required", "request has an unknown member \"node\""]);
+        assert_eq!(refused.data["violations"], violations);
+    }
 }

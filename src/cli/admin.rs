@@ -14,14 +14,17 @@ use super::output::{self, DataFormat, OutputFormat, error_line, stderr_line, std
 use super::remembered::{DesignationKey, RememberedDesignations};
 use super::views::{self, View};
 use crate::api::methods::name;
+use crate::api::wire::{self, NoMembers};
 use crate::client::{CallError, Client, TypedError};
-use crate::contract::Id;
 use crate::contract::network::RuntimeNetworkProjection;
 use crate::contract::network::projection::admit_projection;
 use crate::contract::signing::{self, PublishedKey, decode_public_key};
+use crate::contract::{Id, Protocol};
 use crate::domain::identity::{IdentitySubject, IdentityType, Role, issue_identity};
+use crate::domain::plan::claims::ClaimDecision;
 use crate::keys::ControllerKeys;
 use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -764,8 +767,10 @@ impl Session {
         Ok(read_document(path)?)
     }
 
-    /// `method` as the identity's holder.
-    async fn call(&self, method: &str, mut request: Value) -> Result<Value, Outcome> {
+    /// `method` as the identity's holder; `request` is the method's shape (`api::wire`), or a
+    /// request file's content.
+    async fn call(&self, method: &str, request: impl Serialize) -> Result<Value, Outcome> {
+        let mut request = wire::to_request(&request);
         request["identity"] = self.identity()?;
         self.call_anonymous(method, request).await.map_err(Outcome::from)
     }
@@ -777,7 +782,7 @@ impl Session {
     }
 
     /// `method`'s answer, or `None` when the controller answers `not-found`.
-    async fn call_if_found(&self, method: &str, request: Value) -> Result<Option<Value>, Outcome> {
+    async fn call_if_found(&self, method: &str, request: impl Serialize) -> Result<Option<Value>, Outcome> {
         match self.call(method, request).await {
             Ok(answer) => Ok(Some(answer)),
             Err(Outcome::Refused(error, _)) if error.code() == "not-found" => Ok(None),
@@ -854,7 +859,7 @@ pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
 async fn version(session: &Session, output: ListOutput) -> Result<Answer, Outcome> {
     use crate::domain::version::{PROFILE, VERSION};
     let client = json!({ "component": "client", "version": VERSION, "profile": PROFILE, "controllerId": null });
-    let controller = match session.call_anonymous(name::GET_CONTROLLER_VERSION, json!({})).await {
+    let controller = match session.call_anonymous(name::GET_CONTROLLER_VERSION, wire::to_request(&NoMembers {})).await {
         Ok(answer) => answer,
         Err(failed) => {
             // The client's version is worth printing even when the controller cannot be asked.
@@ -897,10 +902,15 @@ async fn ready(session: &Session, wait: std::time::Duration) -> Result<Answer, O
 }
 
 async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Outcome> {
-    // A read answered through a view: (method, request, format, view).
-    let read = |method: &str, request: Value, format: OutputFormat, view: &'static View| {
-        (method.to_owned(), request, format, view)
-    };
+    /// A read answered through a view: (method, request, format, view).
+    fn read(
+        method: &str,
+        request: impl Serialize,
+        format: OutputFormat,
+        view: &'static View,
+    ) -> (String, Value, OutputFormat, &'static View) {
+        (method.to_owned(), wire::to_request(&request), format, view)
+    }
     let (method, request, format, view) = match command {
         AdminCommand::Version { output } => return version(session, output).await,
         AdminCommand::Ready { wait } => return ready(session, wait).await,
@@ -912,147 +922,151 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
             return Ok(Answer::data(session.call(&method, read_document(&file)?).await?, output));
         }
         AdminCommand::Org(OrgCommand::Put { id, name, output }) => {
-            let request = json!({ "organization": { "id": id, "name": name } });
+            let request = wire::PutOrganization { organization: wire::Organization { id, name } };
             return Ok(Answer::data(session.call(name::PUT_ORGANIZATION, request).await?, output));
         }
         AdminCommand::Org(OrgCommand::Get { id, output }) => {
-            read(name::GET_ORGANIZATION, json!({ "organizationId": id }), output.output, &views::ORGANIZATION_VIEW)
+            let request = wire::GetOrganization { organization_id: id };
+            read(name::GET_ORGANIZATION, request, output.output, &views::ORGANIZATION_VIEW)
         }
         AdminCommand::Cluster(ClusterCommand::Put { file, expected_revision, output }) => {
-            let request =
-                json!({ "cluster": read_record(&file, RecordKind::Cluster)?, "expectedRevision": expected_revision });
+            let cluster = read_record(&file, RecordKind::Cluster)?;
+            let request = wire::PutCluster { cluster, expected_revision: Value::from(expected_revision) };
             return Ok(Answer::data(session.call(name::PUT_CLUSTER, request).await?, output));
         }
         AdminCommand::Cluster(ClusterCommand::Get { id, positional_id, output }) => {
-            let id = id.or(positional_id).unwrap_or_default();
-            read(name::GET_CLUSTER, json!({ "clusterId": id }), output.output, &views::CLUSTER_VIEW)
+            let request = wire::OfCluster { cluster_id: id.or(positional_id).unwrap_or_default() };
+            read(name::GET_CLUSTER, request, output.output, &views::CLUSTER_VIEW)
         }
         AdminCommand::Cluster(ClusterCommand::List { output }) => {
-            read(name::LIST_CLUSTERS, json!({}), output.output, &views::CLUSTERS_VIEW)
+            read(name::LIST_CLUSTERS, NoMembers {}, output.output, &views::CLUSTERS_VIEW)
         }
         AdminCommand::Node(NodeCommand::Put { cluster, file, rotate, output }) => {
             let node = read_record(&file, RecordKind::Node)?;
-            let request = json!({ "clusterId": cluster, "node": node, "rotateCredential": rotate });
+            let request =
+                wire::PutClusterNode { cluster_id: Value::from(cluster), node, rotate_credential: Value::from(rotate) };
             return Ok(Answer::data(session.call(name::PUT_CLUSTER_NODE, request).await?, output));
         }
         AdminCommand::Node(NodeCommand::Get { cluster, id, output }) => {
-            let request = json!({ "clusterId": cluster, "nodeId": id });
+            let request = wire::GetClusterNode { cluster_id: cluster, node_id: id };
             read(name::GET_CLUSTER_NODE, request, output.output, &views::NODE_VIEW)
         }
         AdminCommand::Node(NodeCommand::List { cluster, output }) => {
-            read(name::LIST_CLUSTER_NODES, json!({ "clusterId": cluster }), output.output, &views::NODES_VIEW)
+            read(name::LIST_CLUSTER_NODES, wire::OfCluster { cluster_id: cluster }, output.output, &views::NODES_VIEW)
         }
         AdminCommand::Service(ServiceCommand::Put { file, expected_revision, output }) => {
             let spec = read_record(&file, RecordKind::ServiceSpec)?;
-            let request = json!({ "spec": spec, "expectedRevision": expected_revision });
+            let request = wire::PutServiceRuntimeSpec { spec, expected_revision: Value::from(expected_revision) };
             return Ok(Answer::data(session.call(name::PUT_SERVICE_RUNTIME_SPEC, request).await?, output));
         }
         AdminCommand::Service(ServiceCommand::Get { cluster, id, revision, output }) => {
-            let request = with_optional(
-                json!({ "clusterId": cluster, "serviceId": id }),
-                &[("revision", revision.map(Value::from))],
-            );
+            let request = wire::GetServiceRuntimeSpec {
+                cluster_id: Value::from(cluster),
+                service_id: Value::from(id),
+                revision: revision.map(Value::from),
+            };
             read(name::GET_SERVICE_RUNTIME_SPEC, request, output.output, &views::SPEC_VIEW)
         }
         AdminCommand::Service(ServiceCommand::Delete { cluster, id, expected_revision, output }) => {
-            let request = json!({ "clusterId": cluster, "serviceId": id, "expectedRevision": expected_revision });
+            let request = wire::DeleteService {
+                cluster_id: Value::from(cluster),
+                service_id: Value::from(id),
+                expected_revision: Value::from(expected_revision),
+            };
             return Ok(Answer::data(session.call(name::DELETE_SERVICE, request).await?, output));
         }
         AdminCommand::Service(ServiceCommand::Status { cluster, id: Some(id), output }) => {
-            let request = json!({ "clusterId": cluster, "serviceId": id });
+            let request = wire::GetServiceRuntimeStatus { cluster_id: cluster, service_id: id };
             read(name::GET_SERVICE_RUNTIME_STATUS, request, output.output, &views::STATUS_VIEW)
         }
-        AdminCommand::Service(ServiceCommand::Status { cluster, id: None, output }) => read(
-            name::LIST_SERVICE_RUNTIME_STATUSES,
-            json!({ "clusterId": cluster }),
-            output.output,
-            &views::STATUSES_VIEW,
-        ),
+        AdminCommand::Service(ServiceCommand::Status { cluster, id: None, output }) => {
+            let request = wire::OfCluster { cluster_id: cluster };
+            read(name::LIST_SERVICE_RUNTIME_STATUSES, request, output.output, &views::STATUSES_VIEW)
+        }
         AdminCommand::Volume(VolumeCommand::List { cluster, output }) => {
-            let request = json!({ "clusterId": cluster });
+            let request = wire::OfCluster { cluster_id: cluster };
             read(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, request, output.output, &views::CLAIMS_VIEW)
         }
         AdminCommand::Volume(VolumeCommand::Resolve { cluster, id, generation, decision, output }) => {
             return Ok(Answer::data(resolve_claim(session, &cluster, &id, generation, decision).await?, output));
         }
         AdminCommand::Relay(RelayCommand::Credential { cluster, id, output }) => {
-            let request = json!({ "clusterId": cluster, "relayId": id });
+            let request = wire::IssueClusterRelayCredential { cluster_id: cluster, relay_id: id };
             return Ok(Answer::data(session.call(name::ISSUE_CLUSTER_RELAY_CREDENTIAL, request).await?, output));
         }
         AdminCommand::Relay(RelayCommand::List { cluster, output }) => {
-            read(name::LIST_CLUSTER_RELAYS, json!({ "clusterId": cluster }), output.output, &views::RELAYS_VIEW)
+            read(name::LIST_CLUSTER_RELAYS, wire::OfCluster { cluster_id: cluster }, output.output, &views::RELAYS_VIEW)
         }
         AdminCommand::Route(RouteCommand::Put { cluster, hostname, service, protocol, port, output }) => {
             let protocol = match protocol {
-                ProtocolArg::Tcp => "tcp",
-                ProtocolArg::Udp => "udp",
+                ProtocolArg::Tcp => Protocol::Tcp,
+                ProtocolArg::Udp => Protocol::Udp,
             };
-            let route = json!({ "hostname": hostname, "serviceId": service, "protocol": protocol, "port": port });
-            let request = json!({ "clusterId": cluster, "route": route });
+            let route = wire::IngressRoute {
+                hostname: Value::from(hostname),
+                service_id: Value::from(service),
+                protocol: Value::from(protocol.as_str()),
+                port: Value::from(port),
+            };
+            let request =
+                wire::PutClusterIngressRoute { cluster_id: Value::from(cluster), route: wire::to_request(&route) };
             return Ok(Answer::data(session.call(name::PUT_CLUSTER_INGRESS_ROUTE, request).await?, output));
         }
         AdminCommand::Route(RouteCommand::Delete { cluster, hostname, output }) => {
-            let request = json!({ "clusterId": cluster, "hostname": hostname });
+            let request = wire::DeleteClusterIngressRoute { cluster_id: cluster, hostname };
             return Ok(Answer::data(session.call(name::DELETE_CLUSTER_INGRESS_ROUTE, request).await?, output));
         }
         AdminCommand::Route(RouteCommand::List { cluster, output }) => {
-            read(name::GET_CLUSTER_INGRESS_ROUTES, json!({ "clusterId": cluster }), output.output, &views::ROUTES_VIEW)
+            let request = wire::OfCluster { cluster_id: cluster };
+            read(name::GET_CLUSTER_INGRESS_ROUTES, request, output.output, &views::ROUTES_VIEW)
         }
         AdminCommand::Network(NetworkCommand::Projection { cluster, id, verify, output }) => {
             let projection = node_projection(session, &cluster, &id, verify).await?;
             return Ok(Answer::viewed(projection, output.output, &views::PROJECTION_VIEW));
         }
         AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Put { file, expected_revision, output })) => {
-            let request = json!({ "plan": read_network_plan(&file, expected_revision)? });
+            let request = wire::PutRuntimeNetworkAddressPlan { plan: read_network_plan(&file, expected_revision)? };
             return Ok(Answer::data(session.call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, request).await?, output));
         }
         AdminCommand::Network(NetworkCommand::Plan(NetworkPlanCommand::Get { cluster, output })) => {
-            let request = json!({ "clusterId": cluster });
+            let request = wire::OfCluster { cluster_id: cluster };
             read(name::GET_RUNTIME_NETWORK_ADDRESS_PLAN, request, output.output, &views::PLAN_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::Designate { cluster, service, mutation_id, output }) => {
             return Ok(Answer::data(designate(session, cluster, service, mutation_id).await?, output));
         }
         AdminCommand::Ingress(IngressCommand::Get { cluster, output }) => {
-            let request = json!({ "clusterId": cluster });
+            let request = wire::OfCluster { cluster_id: cluster };
             read(name::GET_CLUSTER_INGRESS_DESIGNATION, request, output.output, &views::DESIGNATION_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::List { cluster, from_generation, limit, output }) => {
-            let request = with_optional(
-                json!({ "clusterId": cluster }),
-                &[("fromGeneration", from_generation.map(Value::from)), ("limit", limit.map(Value::from))],
-            );
+            let request = wire::ListClusterIngressDesignations {
+                cluster_id: Value::from(cluster),
+                from_generation: from_generation.map(Value::from),
+                limit: limit.map(Value::from),
+            };
             read(name::LIST_CLUSTER_INGRESS_DESIGNATIONS, request, output.output, &views::DESIGNATIONS_VIEW)
         }
         AdminCommand::Ingress(IngressCommand::Registrations { cluster, node, before, limit, output }) => {
-            let request = with_optional(
-                json!({ "clusterId": cluster }),
-                &[
-                    ("nodeId", node.map(Value::from)),
-                    ("before", before.map(Value::from)),
-                    ("limit", limit.map(Value::from)),
-                ],
-            );
+            let request = wire::ListClusterIngressRegistrations {
+                cluster_id: Value::from(cluster),
+                node_id: node.map(Value::from),
+                before: before.map(Value::from),
+                limit: limit.map(Value::from),
+            };
             read(name::LIST_CLUSTER_INGRESS_REGISTRATIONS, request, output.output, &views::REGISTRATIONS_VIEW)
         }
     };
     Ok(Answer::viewed(session.call(&method, request).await?, format, view))
 }
 
-/// Adds each present optional member to `request`.
-fn with_optional(mut request: Value, members: &[(&str, Option<Value>)]) -> Value {
-    for (name, value) in members {
-        if let Some(value) = value {
-            request[*name] = value.clone();
-        }
-    }
-    request
-}
-
 /// `network projection`: the node's projection payload and application, verified on request.
 async fn node_projection(session: &Session, cluster: &str, node: &str, verify: bool) -> Result<Value, Outcome> {
     let answer = session
-        .call(name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE, json!({ "clusterId": cluster, "nodeId": node }))
+        .call(
+            name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE,
+            wire::GetClusterNode { cluster_id: cluster, node_id: node },
+        )
         .await?;
     let signed = &answer["projection"];
     let mut printed =
@@ -1061,7 +1075,7 @@ async fn node_projection(session: &Session, cluster: &str, node: &str, verify: b
         if signed.is_null() {
             return Err(anyhow::anyhow!("node {node} of cluster {cluster} has no projection to verify").into());
         }
-        let published = session.call(name::GET_CONTROLLER_SIGNING_KEYS, json!({})).await?;
+        let published = session.call(name::GET_CONTROLLER_SIGNING_KEYS, NoMembers {}).await?;
         let keys: Vec<PublishedKey> = published["keys"]
             .as_array()
             .into_iter()
@@ -1091,7 +1105,7 @@ async fn resolve_claim(
     generation: Option<u64>,
     decision: DecisionArg,
 ) -> Result<Value, Outcome> {
-    let listed = session.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, json!({ "clusterId": cluster })).await?;
+    let listed = session.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, wire::OfCluster { cluster_id: cluster }).await?;
     let current = listed["claims"]
         .as_array()
         .into_iter()
@@ -1109,11 +1123,21 @@ async fn resolve_claim(
         .into());
     }
     let decision = match decision {
-        DecisionArg::Purge => "purge",
-        DecisionArg::Rebind => "rebind",
+        DecisionArg::Purge => ClaimDecision::Purge,
+        DecisionArg::Rebind => ClaimDecision::Rebind,
     };
-    let reference = json!({ "id": current["id"], "generation": current["generation"], "digest": current["digest"] });
-    session.call(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM, json!({ "claim": reference, "decision": decision })).await
+    let claim = reference(current);
+    let request = wire::ResolveRuntimeLocalStorageClaim { claim, decision: Value::from(decision.as_str()) };
+    session.call(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM, request).await
+}
+
+/// The `IRuntimeAuthorityReference` of a record the controller answered.
+fn reference(record: &Value) -> Value {
+    wire::to_request(&wire::Reference {
+        id: &record["id"],
+        generation: &record["generation"],
+        digest: &record["digest"],
+    })
 }
 
 /// The members of an inventory file.
@@ -1200,21 +1224,24 @@ fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
 async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome> {
     let mut applied = Vec::new();
     for organization in inventory.organizations {
-        let stored =
-            session.call_if_found(name::GET_ORGANIZATION, json!({ "organizationId": organization["id"] })).await?;
+        let stored = session
+            .call_if_found(name::GET_ORGANIZATION, wire::GetOrganization { organization_id: &organization["id"] })
+            .await?;
         let result = put_result(stored.as_ref().map(|answer| &answer["organization"]), &organization);
         if result != "unchanged" {
-            session.call(name::PUT_ORGANIZATION, json!({ "organization": organization })).await?;
+            session.call(name::PUT_ORGANIZATION, wire::PutOrganization { organization: &organization }).await?;
         }
         applied.push(json!({ "organization": organization["id"], "result": result }));
     }
     for cluster in inventory.clusters {
-        let stored = session.call_if_found(name::GET_CLUSTER, json!({ "clusterId": cluster["id"] })).await?;
+        let stored = session.call_if_found(name::GET_CLUSTER, wire::OfCluster { cluster_id: &cluster["id"] }).await?;
         let stored = stored.map(|answer| answer["cluster"].clone());
         let result = put_result(stored.as_ref(), &cluster);
         if result != "unchanged" {
-            let expected = stored.as_ref().map(|stored| stored["revision"].clone());
-            session.call(name::PUT_CLUSTER, json!({ "cluster": cluster, "expectedRevision": expected })).await?;
+            let expected_revision = stored.as_ref().map_or(Value::Null, |stored| stored["revision"].clone());
+            session
+                .call(name::PUT_CLUSTER, wire::PutCluster { cluster: &cluster, expected_revision: &expected_revision })
+                .await?;
         }
         applied.push(json!({ "cluster": cluster["id"], "result": result }));
     }
@@ -1222,7 +1249,7 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
     // a bearer when it creates the node or rotates its credential.
     for entry in inventory.nodes {
         let rotate = entry.get("rotateCredential").and_then(Value::as_bool).unwrap_or(false);
-        let request = json!({ "clusterId": entry["clusterId"], "nodeId": entry["node"]["id"] });
+        let request = wire::GetClusterNode { cluster_id: &entry["clusterId"], node_id: &entry["node"]["id"] };
         let stored = session.call_if_found(name::GET_CLUSTER_NODE, request).await?.map(|answer| {
             let node = &answer["node"];
             let (namespace, addresses) = (&node["runtimeNamespace"], &node["hostAddresses"]);
@@ -1234,7 +1261,11 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
         };
         let mut bearer = Value::Null;
         if result != "unchanged" {
-            let request = json!({ "clusterId": entry["clusterId"], "node": entry["node"], "rotateCredential": rotate });
+            let request = wire::PutClusterNode {
+                cluster_id: &entry["clusterId"],
+                node: &entry["node"],
+                rotate_credential: &Value::Bool(rotate),
+            };
             bearer = session.call(name::PUT_CLUSTER_NODE, request).await?["bearer"].take();
             // Created by another writer between the read and the put: this put updated it.
             if result == "created" && bearer.is_null() {
@@ -1246,13 +1277,18 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
         }));
     }
     for spec in inventory.services {
-        let request = json!({ "clusterId": spec["clusterId"], "serviceId": spec["serviceId"] });
+        let request = wire::GetServiceRuntimeSpec {
+            cluster_id: &spec["clusterId"],
+            service_id: &spec["serviceId"],
+            revision: None,
+        };
         let stored = session.call_if_found(name::GET_SERVICE_RUNTIME_SPEC, request).await?;
         let stored = stored.map(|answer| answer["spec"].clone());
         let result = put_result(stored.as_ref(), &spec);
         if result != "unchanged" {
-            let expected = stored.as_ref().map(|stored| stored["revision"].clone());
-            session.call(name::PUT_SERVICE_RUNTIME_SPEC, json!({ "spec": spec, "expectedRevision": expected })).await?;
+            let expected_revision = stored.as_ref().map_or(Value::Null, |stored| stored["revision"].clone());
+            let request = wire::PutServiceRuntimeSpec { spec: &spec, expected_revision: &expected_revision };
+            session.call(name::PUT_SERVICE_RUNTIME_SPEC, request).await?;
         }
         applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "result": result }));
     }
@@ -1301,28 +1337,29 @@ async fn designation_request(
     service: &str,
     mutation_id: &str,
 ) -> Result<Value, Outcome> {
-    let stored = session.call(name::GET_CLUSTER, json!({ "clusterId": cluster })).await?;
-    let spec =
-        session.call(name::GET_SERVICE_RUNTIME_SPEC, json!({ "clusterId": cluster, "serviceId": service })).await?;
-    let current = session.call(name::GET_CLUSTER_INGRESS_DESIGNATION, json!({ "clusterId": cluster })).await?;
+    let stored = session.call(name::GET_CLUSTER, wire::OfCluster { cluster_id: cluster }).await?;
+    let spec = wire::GetServiceRuntimeSpec { cluster_id: cluster, service_id: service, revision: None };
+    let spec = session.call(name::GET_SERVICE_RUNTIME_SPEC, spec).await?;
+    let current = session.call(name::GET_CLUSTER_INGRESS_DESIGNATION, wire::OfCluster { cluster_id: cluster }).await?;
     let expected = match &current["designation"] {
         Value::Null => Value::Null,
-        designation => json!({
-            "id": designation["id"], "generation": designation["generation"], "digest": designation["digest"],
-        }),
+        designation => reference(designation),
     };
-    Ok(json!({ "designation": {
-        "mutationId": mutation_id,
-        "clusterId": cluster,
-        "ingressServiceId": service,
-        "currentRuntime": {
-            "id": cluster,
-            "phase": stored["cluster"]["runtime"]["phase"],
-            "generation": stored["cluster"]["runtime"]["generation"],
-        },
-        "expectedSpecRevision": spec["spec"]["revision"],
-        "expectedDesignation": expected,
-    } }))
+    let runtime = &stored["cluster"]["runtime"];
+    let current_runtime = wire::RuntimeReference {
+        id: Value::from(cluster),
+        phase: runtime["phase"].clone(),
+        generation: runtime["generation"].clone(),
+    };
+    let designation = wire::DesignationRequest {
+        mutation_id: Value::from(mutation_id),
+        cluster_id: Value::from(cluster),
+        ingress_service_id: Value::from(service),
+        current_runtime: wire::to_request(&current_runtime),
+        expected_spec_revision: spec["spec"]["revision"].clone(),
+        expected_designation: expected,
+    };
+    Ok(wire::to_request(&wire::DesignateClusterIngress { designation: Some(designation) }))
 }
 
 #[cfg(test)]
