@@ -207,7 +207,9 @@ impl ServeConfig {
     pub fn controller_settings(&self) -> anyhow::Result<crate::domain::ControllerSettings> {
         let controller_id = crate::contract::Id::parse(&self.controller_id)
             .ok_or_else(|| anyhow::anyhow!("--controller-id must be an Id (^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$)"))?;
-        anyhow::ensure!(self.relay_lease_ms >= 1_000, "--relay-lease-ms must be at least 1000");
+        // At most the least relay connection retention (1 hour), so a connection a registration
+        // was judged through is never one retention deletes.
+        ensure_within("--relay-lease-ms", self.relay_lease_ms, 1_000, 3_600_000)?;
         ensure_within("--signing-key-check-ms", self.signing_key_check_ms, 100, 3_600_000)?;
         ensure_within("--projection-sweep-ms", self.projection_sweep_ms, 1_000, 3_600_000)?;
         ensure_within("--reconcile-full-pass-ms", self.reconcile_full_pass_ms, 1_000, 86_400_000)?;
@@ -339,6 +341,18 @@ mod tests {
             "socketSessionDeadlineMs",
         ] {
             assert!(printed[key].is_u64(), "cloudly config prints {key}: {printed}");
+        }
+    }
+
+    #[test]
+    fn the_relay_lease_is_from_a_second_to_an_hour() {
+        assert_eq!(
+            serve_flags(&["--relay-lease-ms", "3600000"]).controller_settings().unwrap().relay_lease_ms,
+            3_600_000
+        );
+        for value in ["999", "3600001"] {
+            let error = serve_flags(&["--relay-lease-ms", value]).controller_settings().expect_err(value).to_string();
+            assert_eq!(error, "--relay-lease-ms must be from 1000 to 3600000");
         }
     }
 

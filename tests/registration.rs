@@ -576,6 +576,10 @@ on_both_stores!(the_commit_guard_checks_every_fact, |backend| async move {
     let mut changed = current.clone();
     changed.node_id = NodeId::parse("node-2").unwrap();
     stale.push(changed);
+    // A relay connection that does not exist (retention deleted it, say).
+    let mut changed = current.clone();
+    changed.relay.id = Id::parse("rc-gone").unwrap();
+    stale.push(changed);
     for (index, mut registration) in stale.into_iter().enumerate() {
         registration.id = Id::parse(&format!("reg-stale-{index}")).unwrap();
         assert_eq!(

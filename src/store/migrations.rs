@@ -118,6 +118,12 @@ const MIGRATIONS: &[EmbeddedMigration] = &[
         postgres: include_str!("../../migrations/postgres/0015_incremental_reconcile.sql"),
         sqlite: include_str!("../../migrations/sqlite/0015_incremental_reconcile.sql"),
     },
+    EmbeddedMigration {
+        version: 16,
+        description: "registration write set",
+        postgres: include_str!("../../migrations/postgres/0016_registration_write_set.sql"),
+        sqlite: include_str!("../../migrations/sqlite/0016_registration_write_set.sql"),
+    },
 ];
 
 /// One row of sqlx's `_sqlx_migrations` bookkeeping table.

@@ -207,8 +207,10 @@ static REGISTRATION_FACTS: PerBackend = PerBackend::new(|backend| {
 });
 
 /// The commit's guard: the registration is inserted only while its designation, assignment (head,
-/// active, on the node, same digest), `ready` state under its session, and that session as the
-/// node's current one all hold, in one statement.
+/// active, on the node, same digest), `ready` state under its session, that session as the
+/// node's current one, and its relay connection all hold, in one statement. (On PostgreSQL the
+/// table has no foreign keys: checking them locked rows every registration shares; migration
+/// 0016 says why the guard holds what they held.)
 const REGISTRATION_COMMIT_SQL: &str = "INSERT INTO ingress_registrations (registration_id, cluster_id, node_id, version, \
        capabilities, protocol_version, relay_connection_id, relay_id, relay_epoch, designation_id, \
        designation_generation, designation_digest, assignment_id, assignment_generation, \
@@ -232,6 +234,7 @@ const REGISTRATION_COMMIT_SQL: &str = "INSERT INTO ingress_registrations (regist
                      AND r.session_id = $16) \
        AND (SELECT MAX(r.generation) FROM runtime_sessions r \
             WHERE r.cluster_id = $2 AND r.node_id = $3) = $17 \
+       AND EXISTS (SELECT 1 FROM relay_connections c WHERE c.id = $7 AND c.cluster_id = $2) \
      RETURNING sequence";
 
 #[async_trait]
