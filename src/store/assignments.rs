@@ -240,16 +240,12 @@ async fn read_facts(
     // Read after the lock, in a statement of its own, so it is what the lock's last holder saw.
     let cluster = Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
         .text(cluster_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| cluster_from_row(&row))
-        .transpose()?;
+        .fetch_optional_as(on, cluster_from_row)
+        .await?;
     let facts = Statement::new(CLUSTER_FACTS)
         .text(cluster_id.as_str())
-        .fetch_optional(on)
+        .fetch_optional_as(on, cluster_facts_from_row)
         .await?
-        .map(|row| cluster_facts_from_row(&row))
-        .transpose()?
         .unwrap_or_default();
     let bytewise = backend.bytewise();
     // Each current spec by one probe of the revisions' key (never a join planned from statistics,
@@ -641,11 +637,8 @@ impl AssignmentStore for SqlStore {
         )
         .text(cluster_id.as_str())
         .text(node_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(service_id_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, service_id_from_row)
+        .await
     }
 
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError> {
@@ -678,10 +671,8 @@ impl AssignmentStore for SqlStore {
         .text(cluster_id.as_str())
         .text(assignment_id.as_str())
         .integer(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| assignment_from_row(&row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, assignment_from_row)
+        .await
     }
 }
 

@@ -153,20 +153,16 @@ pub(crate) async fn current_plan(
         "SELECT record FROM runtime_network_address_plans WHERE cluster_id = $1 ORDER BY revision DESC LIMIT 1",
     )
     .text(cluster_id.as_str())
-    .fetch_optional(on)
-    .await?
-    .map(|row| address_plan_from_row(&row))
-    .transpose()?;
+    .fetch_optional_as(on, address_plan_from_row)
+    .await?;
     let Some(plan) = plan else { return Ok(None) };
     let authority = Statement::new(
         "SELECT record FROM runtime_network_protected_authorities WHERE cluster_id = $1 \
          ORDER BY generation DESC LIMIT 1",
     )
     .text(cluster_id.as_str())
-    .fetch_optional(on)
+    .fetch_optional_as(on, protected_authority_from_row)
     .await?
-    .map(|row| protected_authority_from_row(&row))
-    .transpose()?
     .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
     Ok(Some(StoredNetworkPlan { plan, authority }))
 }
@@ -709,11 +705,8 @@ impl NetworkStore for SqlStore {
         )
         .text(cluster_id.as_str())
         .text(lease_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(network_lease_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, network_lease_from_row)
+        .await
     }
 
     async fn lock_network(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedNetwork>>, StoreError> {

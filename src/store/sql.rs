@@ -328,6 +328,25 @@ impl<'a> Statement<'a> {
         self.fetch_optional(on).await?.ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
+    /// Runs the statement; answers its first row, if any, as `read` reads it.
+    pub(crate) async fn fetch_optional_as<T>(
+        self,
+        on: &mut impl HoldsConnection,
+        read: impl FnOnce(&Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        self.fetch_optional(on).await?.map(|row| read(&row)).transpose()
+    }
+
+    /// Runs the statement; answers every row as `read` reads it, collected in the order they came
+    /// (a `Vec`, a set: whatever the caller asks for).
+    pub(crate) async fn fetch_all_as<T, Collection: FromIterator<T>>(
+        self,
+        on: &mut impl HoldsConnection,
+        read: impl FnMut(&Row) -> Result<T, StoreError>,
+    ) -> Result<Collection, StoreError> {
+        self.fetch_all(on).await?.iter().map(read).collect()
+    }
+
     /// Runs the statement; answers every row.
     pub(crate) async fn fetch_all(self, on: &mut impl HoldsConnection) -> Result<Vec<Row>, StoreError> {
         let _timed = StatementTimer::start(&self.sql);
