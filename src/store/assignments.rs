@@ -23,7 +23,10 @@ use super::inventory::{
     service_spec_from_row, service_volume_from_row,
 };
 use super::network::{LeaseSet, LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Row, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
+use super::sql::{
+    HoldsConnection, InTransaction, LockedWrite, Row, Statement, Transaction, head_record, placeholder_rows,
+    rows_by_ids,
+};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on, service_claim_heads_on};
 use super::{FactScope, SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
@@ -155,10 +158,10 @@ pub trait AssignmentStore: Send + Sync {
 }
 
 /// A write transaction holding a cluster's lock, with the assignment facts read under it
-/// ([`AssignmentStore::lock_assignments`]). It ends with [`LockedAssignments::commit`] or
-/// [`LockedAssignments::rollback`]; dropped before either, it rolls back.
+/// ([`AssignmentStore::lock_assignments`]). It ends with [`LockedWrite::commit`] or
+/// [`LockedWrite::rollback`]; dropped before either, it rolls back.
 #[async_trait]
-pub trait LockedAssignments: Send {
+pub trait LockedAssignments: LockedWrite {
     /// The facts, read under the lock.
     fn facts(&self) -> &AssignmentFacts;
 
@@ -174,12 +177,6 @@ pub trait LockedAssignments: Send {
     /// Writes new claim generations (issued at `issued_at`) with guarded statements, checked
     /// against the claim heads of [`LockedAssignments::facts`] like [`LockedAssignments::apply`].
     async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError>;
-
-    /// Commits the changes.
-    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
-
-    /// Rolls back and lets go of the lock.
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// The head generations with their records, as [`assignment_head_from_row`] reads them; a statement
@@ -585,13 +582,11 @@ impl LockedAssignments for LockedSqlAssignments {
     async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError> {
         apply_claim_changes_on(&mut self.transaction, &self.cluster_id, &self.facts.claims, changes, issued_at).await
     }
+}
 
-    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.commit().await
-    }
-
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.rollback().await
+impl InTransaction for LockedSqlAssignments {
+    fn into_transaction(self: Box<Self>) -> Transaction {
+        self.transaction
     }
 }
 

@@ -170,6 +170,35 @@ pub(crate) enum ConnectionRef<'c> {
     Sqlite(&'c mut SqliteConnection),
 }
 
+/// The end of a write that holds a cluster's lock ([`super::LockedAssignments`],
+/// [`super::LockedDesignation`], [`super::LockedNetwork`], [`super::projections::LockedProjections`]):
+/// commit its writes, or roll them back; either lets go of the lock.
+#[async_trait::async_trait]
+pub trait LockedWrite: Send {
+    /// Commits the writes.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls back and lets go of the lock.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A locked write whose writes all went to one [`Transaction`]: it ends as that transaction does.
+pub(crate) trait InTransaction: Send {
+    /// The transaction, for its end.
+    fn into_transaction(self: Box<Self>) -> Transaction;
+}
+
+#[async_trait::async_trait]
+impl<Locked: InTransaction> LockedWrite for Locked {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.into_transaction().commit().await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.into_transaction().rollback().await
+    }
+}
+
 /// What statements run on: a [`Connection`] or a [`Transaction`].
 pub(crate) trait HoldsConnection: Send {
     /// The connection, for one statement.

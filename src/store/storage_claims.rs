@@ -385,7 +385,7 @@ impl StorageClaimStore for SqlStore {
         ))
         .text(claim_id.as_str())
         .fetch_optional_as(&mut self.pool.connection().await?, claim_cluster_from_row)
-.await
+        .await
     }
 
     async fn get_claim(
