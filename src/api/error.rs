@@ -2,6 +2,7 @@
 
 use crate::contract::registration::ProtocolRefusal;
 use crate::domain::DomainError;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The text the TypedRequest router answers for an unknown method.
@@ -35,6 +36,16 @@ impl ApiError {
         ApiError { text: text.into(), data, cause: None }
     }
 
+    /// An error whose data is its `code` alone.
+    fn coded(text: &str, code: &str) -> Self {
+        ApiError::new(text, json!({ "code": code }))
+    }
+
+    /// An error whose data is its `code` and the `current` value the request did not match.
+    fn not_current(text: &str, code: &str, current: impl Serialize) -> Self {
+        ApiError::new(text, json!({ "code": code, "current": current }))
+    }
+
     fn caused_by(mut self, cause: Cause) -> Self {
         self.cause = Some(cause);
         self
@@ -52,7 +63,7 @@ impl ApiError {
 
     /// `unknown-method`.
     pub fn unknown_method() -> Self {
-        ApiError::new(UNKNOWN_METHOD_TEXT, json!({ "code": "unknown-method" }))
+        ApiError::coded(UNKNOWN_METHOD_TEXT, "unknown-method")
     }
 
     /// `request-invalid` with the violations.
@@ -69,47 +80,44 @@ impl ApiError {
 impl From<DomainError> for ApiError {
     fn from(error: DomainError) -> Self {
         match error {
-            DomainError::IdentityRefused => ApiError::new("identity refused", json!({ "code": "identity-refused" })),
-            DomainError::IdentityForbidden => {
-                ApiError::new("identity forbidden", json!({ "code": "identity-forbidden" }))
-            }
+            DomainError::IdentityRefused => ApiError::coded("identity refused", "identity-refused"),
+            DomainError::IdentityForbidden => ApiError::coded("identity forbidden", "identity-forbidden"),
             DomainError::RequestInvalid(violations) => ApiError::request_invalid(violations),
             DomainError::NotFound(what) => {
                 ApiError::new(format!("{} not found", what.what()), json!({ "code": "not-found", "what": what.what() }))
             }
-            DomainError::MutationConflict => ApiError::new(
-                "the mutation id was already used with other content",
-                json!({ "code": "mutation-conflict" }),
-            ),
-            DomainError::RuntimeMismatch(current) => ApiError::new(
+            DomainError::MutationConflict => {
+                ApiError::coded("the mutation id was already used with other content", "mutation-conflict")
+            }
+            DomainError::RuntimeMismatch(current) => ApiError::not_current(
                 "currentRuntime is not the cluster's current runtime",
-                json!({ "code": "runtime-mismatch", "current": current }),
+                "runtime-mismatch",
+                current,
             ),
-            DomainError::DesignationKindConflict => ApiError::new(
-                "the cluster holds the other kind of ingress designation",
-                json!({ "code": "designation-kind-conflict" }),
-            ),
-            DomainError::SpecRevisionMismatch(current) => ApiError::new(
+            DomainError::DesignationKindConflict => {
+                ApiError::coded("the cluster holds the other kind of ingress designation", "designation-kind-conflict")
+            }
+            DomainError::SpecRevisionMismatch(current) => ApiError::not_current(
                 "the expected spec revision is not the current one",
-                json!({ "code": "spec-revision-mismatch", "current": current }),
+                "spec-revision-mismatch",
+                current,
             ),
-            DomainError::RevisionConflict(current) => ApiError::new(
-                "the expected revision is not the current one",
-                json!({ "code": "revision-conflict", "current": current }),
-            ),
-            DomainError::DesignationConflict(current) => ApiError::new(
+            DomainError::RevisionConflict(current) => {
+                ApiError::not_current("the expected revision is not the current one", "revision-conflict", current)
+            }
+            DomainError::DesignationConflict(current) => ApiError::not_current(
                 "expectedDesignation is not the cluster's current designation",
-                json!({ "code": "designation-conflict", "current": current }),
+                "designation-conflict",
+                current,
             ),
             DomainError::AddressPlanChangeRefused(violations) => ApiError::new(
                 "the address plan change is refused",
                 json!({ "code": "address-plan-change-refused", "violations": violations }),
             ),
-            DomainError::RelayConnectionLost => ApiError::new(
-                "the relay connection is superseded or expired; connect again",
-                json!({ "code": "relay-connection-lost" }),
-            ),
-            DomainError::PrincipalRefused => ApiError::new("principal refused", json!({ "code": "principal-refused" })),
+            DomainError::RelayConnectionLost => {
+                ApiError::coded("the relay connection is superseded or expired; connect again", "relay-connection-lost")
+            }
+            DomainError::PrincipalRefused => ApiError::coded("principal refused", "principal-refused"),
             DomainError::SessionNotCurrent(current) => ApiError::new(
                 "the session is not the current session of this socket",
                 json!({ "code": "principal-refused", "current": current.as_ref().map(|session| session.to_value()) }),
@@ -127,10 +135,11 @@ impl From<DomainError> for ApiError {
                 json!({ "code": "store-unavailable", "retryAfterMs": STORE_RETRY_AFTER_MS }),
             )
             .caused_by(Cause::StoreUnavailable(detail)),
-            DomainError::StoreCorrupt(detail) => ApiError::new("internal error", json!({ "code": "internal-error" }))
-                .caused_by(Cause::StoreCorrupt(detail)),
+            DomainError::StoreCorrupt(detail) => {
+                ApiError::coded("internal error", "internal-error").caused_by(Cause::StoreCorrupt(detail))
+            }
             DomainError::Internal | DomainError::SigningKeyUnavailable => {
-                ApiError::new("internal error", json!({ "code": "internal-error" }))
+                ApiError::coded("internal error", "internal-error")
             }
         }
     }

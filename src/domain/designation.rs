@@ -180,7 +180,7 @@ impl Controller {
         let cluster_id = request.cluster_id;
         let from_generation = request.from_generation.unwrap_or(1);
         let limit = request.limit.unwrap_or(DEFAULT_DESIGNATION_PAGE);
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         // One more than asked tells whether a next page exists.
         let mut designations = self.store.list_designations(&cluster_id, from_generation, limit as u32 + 1).await?;
         let next_generation = if designations.len() > limit as usize {

@@ -145,8 +145,12 @@ impl Controller {
 
     /// `getCluster` (every role) → `{ cluster }`.
     pub async fn get_cluster(&self, request: ClusterRequest) -> Result<StoredCluster, DomainError> {
-        let ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
+        self.existing_cluster(&request.cluster_id).await
+    }
+
+    /// The cluster `cluster_id`; `not-found` when there is none.
+    pub(super) async fn existing_cluster(&self, cluster_id: &Id) -> Result<StoredCluster, DomainError> {
+        self.store.get_cluster(cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))
     }
 
     /// `listClusters` (every role): `{ identity }` → `{ clusters }`.
@@ -178,7 +182,7 @@ impl Controller {
     /// `listClusterNodes` (every role) → `{ nodes }`: each node with its session status.
     pub async fn list_cluster_nodes(&self, request: ClusterRequest) -> Result<Vec<NodeListing>, DomainError> {
         let ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         let mut listed = Vec::new();
         for node in self.store.list_nodes(&cluster_id).await? {
             listed.push(self.node_listing(node).await?);
@@ -190,7 +194,7 @@ impl Controller {
     /// cluster is `not-found` naming the cluster, a missing node naming the node.
     pub async fn get_cluster_node(&self, request: GetClusterNodeRequest) -> Result<NodeListing, DomainError> {
         let GetClusterNodeRequest { cluster_id, node_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         let node = self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
         self.node_listing(node).await
     }
@@ -224,7 +228,7 @@ impl Controller {
         request: GetServiceRuntimeSpecRequest,
     ) -> Result<ServiceRuntimeSpec, DomainError> {
         let GetServiceRuntimeSpecRequest { cluster_id, service_id, revision } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         self.store
             .get_service_spec(&cluster_id, &service_id, revision)
             .await?

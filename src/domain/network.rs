@@ -70,7 +70,7 @@ impl Controller {
         request: ClusterRequest,
     ) -> Result<Option<StoredNetworkPlan>, DomainError> {
         let ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         Ok(self.store.network_plan(&cluster_id).await?)
     }
 }

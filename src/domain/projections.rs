@@ -825,7 +825,7 @@ impl Controller {
         request: NodeProjectionRequest,
     ) -> Result<NodeProjection, DomainError> {
         let NodeProjectionRequest { cluster_id, node_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         self.store.get_node(&cluster_id, &node_id).await?.ok_or(DomainError::NotFound(MissingKind::Node))?;
         let current = self.projections.current(&cluster_id, &node_id).await?;
         Ok(NodeProjection {

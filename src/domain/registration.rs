@@ -31,7 +31,6 @@ use crate::contract::registration::{
 };
 use crate::contract::session::RuntimeSessionReference;
 use crate::contract::{Id, NodeId};
-use crate::store::MissingKind;
 use crate::store::registrations::{
     IngressRegistration, RegistrationCommit, RegistrationFacts, RelayConnectionReference, RelayedFacts,
     SessionGeneration, StoredIngressRegistration,
@@ -370,7 +369,7 @@ impl Controller {
     ) -> Result<RegistrationPage, DomainError> {
         let ListClusterIngressRegistrationsRequest { cluster_id, node_id, before, limit } = request;
         let limit = limit.unwrap_or(DEFAULT_REGISTRATION_PAGE);
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         // One more than asked tells whether another page follows.
         let mut registrations = self.store.list_registrations(&cluster_id, node_id.as_ref(), before, limit + 1).await?;
         let next_before = if registrations.len() > limit as usize {

@@ -263,7 +263,7 @@ impl Controller {
         request: IssueClusterRelayCredentialRequest,
     ) -> Result<RelayCredentialIssued, DomainError> {
         let IssueClusterRelayCredentialRequest { cluster_id, relay_id } = request;
-        let cluster = self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        let cluster = self.existing_cluster(&cluster_id).await?;
         let Some(origin) = cluster.cluster.relay_origin else {
             return Err(invalid("the cluster has no relayOrigin, so it cannot have a relay"));
         };
@@ -373,7 +373,7 @@ impl Controller {
         request: ClusterRequest,
     ) -> Result<ClusterRelays, DomainError> {
         let ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         // One more than listed tells whether more exist.
         let stored = self.store.list_cluster_relays(&cluster_id, RELAY_LIST_LIMIT + 1).await?;
         let limit = RELAY_LIST_LIMIT as usize;
@@ -409,7 +409,7 @@ impl Controller {
         request: PutClusterIngressRouteRequest,
     ) -> Result<StoredRouteTable, DomainError> {
         let PutClusterIngressRouteRequest { cluster_id, route } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         let spec = self
             .store
             .get_service_spec(&cluster_id, &route.service_id, None)
@@ -465,7 +465,7 @@ impl Controller {
         request: ClusterRequest,
     ) -> Result<Option<StoredRouteTable>, DomainError> {
         let ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         Ok(self.store.get_route_table(&cluster_id).await?)
     }
 }

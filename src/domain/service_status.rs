@@ -90,7 +90,7 @@ impl Controller {
         request: GetServiceRuntimeStatusRequest,
     ) -> Result<ServiceRuntimeStatus, DomainError> {
         let GetServiceRuntimeStatusRequest { cluster_id, service_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         self.refresh_service_statuses(&cluster_id, &FactScope::Services(BTreeSet::from([service_id.clone()])))
             .await?
             .into_iter()
@@ -104,7 +104,7 @@ impl Controller {
         request: super::ClusterRequest,
     ) -> Result<Vec<ServiceRuntimeStatus>, DomainError> {
         let super::ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         self.refresh_service_statuses(&cluster_id, &FactScope::Cluster).await
     }
 }

@@ -68,7 +68,7 @@ impl Controller {
         request: super::ClusterRequest,
     ) -> Result<Vec<ClaimListing>, DomainError> {
         let super::ClusterRequest { cluster_id } = request;
-        self.store.get_cluster(&cluster_id).await?.ok_or(DomainError::NotFound(MissingKind::Cluster))?;
+        self.existing_cluster(&cluster_id).await?;
         self.claim_listings(&cluster_id).await
     }
 

@@ -23,7 +23,10 @@ use super::inventory::{
     service_spec_from_row, service_volume_from_row,
 };
 use super::network::{LeaseSet, LeaseWriter, TransactionLeases};
-use super::sql::{HoldsConnection, Row, Statement, Transaction, head_record, placeholder_rows, rows_by_ids};
+use super::sql::{
+    HoldsConnection, InTransaction, LockedWrite, Row, Statement, Transaction, head_record, placeholder_rows,
+    rows_by_ids,
+};
 use super::storage_claims::{ClaimChange, ClaimHeads, apply_claim_changes_on, claim_heads_on, service_claim_heads_on};
 use super::{FactScope, SqlStore, StoreError};
 use crate::contract::assignment::RuntimeAssignment;
@@ -155,10 +158,10 @@ pub trait AssignmentStore: Send + Sync {
 }
 
 /// A write transaction holding a cluster's lock, with the assignment facts read under it
-/// ([`AssignmentStore::lock_assignments`]). It ends with [`LockedAssignments::commit`] or
-/// [`LockedAssignments::rollback`]; dropped before either, it rolls back.
+/// ([`AssignmentStore::lock_assignments`]). It ends with [`LockedWrite::commit`] or
+/// [`LockedWrite::rollback`]; dropped before either, it rolls back.
 #[async_trait]
-pub trait LockedAssignments: Send {
+pub trait LockedAssignments: LockedWrite {
     /// The facts, read under the lock.
     fn facts(&self) -> &AssignmentFacts;
 
@@ -174,12 +177,6 @@ pub trait LockedAssignments: Send {
     /// Writes new claim generations (issued at `issued_at`) with guarded statements, checked
     /// against the claim heads of [`LockedAssignments::facts`] like [`LockedAssignments::apply`].
     async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError>;
-
-    /// Commits the changes.
-    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
-
-    /// Rolls back and lets go of the lock.
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// The head generations with their records, as [`assignment_head_from_row`] reads them; a statement
@@ -240,16 +237,12 @@ async fn read_facts(
     // Read after the lock, in a statement of its own, so it is what the lock's last holder saw.
     let cluster = Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
         .text(cluster_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| cluster_from_row(&row))
-        .transpose()?;
+        .fetch_optional_as(on, cluster_from_row)
+        .await?;
     let facts = Statement::new(CLUSTER_FACTS)
         .text(cluster_id.as_str())
-        .fetch_optional(on)
+        .fetch_optional_as(on, cluster_facts_from_row)
         .await?
-        .map(|row| cluster_facts_from_row(&row))
-        .transpose()?
         .unwrap_or_default();
     let bytewise = backend.bytewise();
     // Each current spec by one probe of the revisions' key (never a join planned from statistics,
@@ -589,13 +582,11 @@ impl LockedAssignments for LockedSqlAssignments {
     async fn apply_claims(&mut self, changes: &[ClaimChange], issued_at: u64) -> Result<(), StoreError> {
         apply_claim_changes_on(&mut self.transaction, &self.cluster_id, &self.facts.claims, changes, issued_at).await
     }
+}
 
-    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.commit().await
-    }
-
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.rollback().await
+impl InTransaction for LockedSqlAssignments {
+    fn into_transaction(self: Box<Self>) -> Transaction {
+        self.transaction
     }
 }
 
@@ -641,11 +632,8 @@ impl AssignmentStore for SqlStore {
         )
         .text(cluster_id.as_str())
         .text(node_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(service_id_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, service_id_from_row)
+        .await
     }
 
     async fn node_assignments(&self, cluster_id: &Id, node_id: &NodeId) -> Result<AssignmentHeads, StoreError> {
@@ -678,10 +666,8 @@ impl AssignmentStore for SqlStore {
         .text(cluster_id.as_str())
         .text(assignment_id.as_str())
         .integer(counter_to_sql(generation, "assignment generation")?)
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| assignment_from_row(&row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, assignment_from_row)
+        .await
     }
 }
 

@@ -34,7 +34,7 @@ use super::codec::{
 };
 use super::dialect::Backend;
 use super::inventory::{StoredCluster, cluster_from_row, lock_cluster};
-use super::sql::{HoldsConnection, Row, Statement, Transaction};
+use super::sql::{HoldsConnection, InTransaction, LockedWrite, Row, Statement, Transaction};
 use super::{SqlStore, StoreError};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
@@ -177,22 +177,16 @@ pub trait DesignationStore: Send + Sync {
 }
 
 /// A write transaction holding a cluster's lock, with the designation facts read under it
-/// ([`DesignationStore::lock_designation`]). It ends with [`LockedDesignation::commit`] or
-/// [`LockedDesignation::rollback`]; dropped before either, it rolls back.
+/// ([`DesignationStore::lock_designation`]). It ends with [`LockedWrite::commit`] or
+/// [`LockedWrite::rollback`]; dropped before either, it rolls back.
 #[async_trait]
-pub trait LockedDesignation: Send {
+pub trait LockedDesignation: LockedWrite {
     /// The facts, read under the lock.
     fn snapshot(&self) -> &DesignationSnapshot;
 
     /// The guarded write of [`DesignationStore::write_designation`], inside this transaction
     /// (a second guard besides the lock): false when the head is not as read.
     async fn write(&mut self, write: &DesignationWrite) -> Result<bool, StoreError>;
-
-    /// Commits the write.
-    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
-
-    /// Rolls back and lets go of the lock.
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// The record of cluster `c`'s current designation (NULL when it holds none) is a correlated
@@ -407,13 +401,11 @@ impl LockedDesignation for LockedSqlDesignation {
         check_designation_write(&self.snapshot, write)?;
         write_checked(&mut self.transaction, self.backend, &self.snapshot, write).await
     }
+}
 
-    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.commit().await
-    }
-
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.rollback().await
+impl InTransaction for LockedSqlDesignation {
+    fn into_transaction(self: Box<Self>) -> Transaction {
+        self.transaction
     }
 }
 

@@ -141,10 +141,8 @@ pub(crate) async fn lock_cluster(
 ) -> Result<Option<StoredCluster>, StoreError> {
     Statement::composed(format!("SELECT record, revision FROM clusters WHERE id = $1{}", backend.lock_rows()))
         .text(cluster_id.as_str())
-        .fetch_optional(transaction)
-        .await?
-        .map(|row| cluster_from_row(&row))
-        .transpose()
+        .fetch_optional_as(transaction, cluster_from_row)
+        .await
 }
 
 /// Inside a write transaction: holds the cluster's reconcile lock for the rest of the transaction
@@ -207,11 +205,8 @@ pub(crate) async fn cluster_nodes(
         backend.bytewise()
     ))
     .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(|row| node_from_row(cluster_id, row))
-    .collect()
+    .fetch_all_as(on, |row| node_from_row(cluster_id, row))
+    .await
 }
 
 /// The nodes of a cluster with these ids (those that exist), sorted by id (bytewise).
@@ -242,10 +237,8 @@ async fn service_head(
     Statement::new("SELECT current_revision, deleted FROM services WHERE cluster_id = $1 AND service_id = $2")
         .text(cluster_id.as_str())
         .text(service_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| service_head_from_row(&row))
-        .transpose()
+        .fetch_optional_as(on, service_head_from_row)
+        .await
 }
 
 /// Makes `volume_ids` the volume ids the service's current spec declares (`service_volumes`: none
@@ -324,10 +317,8 @@ impl InventoryStore for SqlStore {
     async fn get_organization(&self, id: &Id) -> Result<Option<StoredOrganization>, StoreError> {
         Statement::new("SELECT record, revision FROM organizations WHERE id = $1")
             .text(id.as_str())
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| organization_from_row(&row))
-            .transpose()
+            .fetch_optional_as(&mut self.pool.connection().await?, organization_from_row)
+            .await
     }
 
     async fn put_cluster(
@@ -431,10 +422,8 @@ impl InventoryStore for SqlStore {
     async fn get_cluster(&self, id: &Id) -> Result<Option<StoredCluster>, StoreError> {
         Statement::new("SELECT record, revision FROM clusters WHERE id = $1")
             .text(id.as_str())
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| cluster_from_row(&row))
-            .transpose()
+            .fetch_optional_as(&mut self.pool.connection().await?, cluster_from_row)
+            .await
     }
 
     async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError> {
@@ -442,11 +431,8 @@ impl InventoryStore for SqlStore {
             "SELECT record, revision FROM clusters ORDER BY id{}",
             self.pool.backend().bytewise()
         ))
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(cluster_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, cluster_from_row)
+        .await
     }
 
     async fn put_node(
@@ -608,11 +594,7 @@ impl InventoryStore for SqlStore {
             .text(service_id.as_str())
             .integer(counter_to_sql(revision, "service revision")?),
         };
-        statement
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| service_spec_from_row(&row))
-            .transpose()
+        statement.fetch_optional_as(&mut self.pool.connection().await?, service_spec_from_row).await
     }
 
     async fn delete_service(

@@ -18,7 +18,7 @@
 //! signing key stays listed by `getControllerSigningKeys` after its private key is gone.
 
 use super::codec::{counter_from_sql, counter_to_sql};
-use super::sql::{HoldsConnection, Row, Statement};
+use super::sql::{HoldsConnection, Row, Statement, Transaction};
 use super::{SqlStore, StoreError};
 use crate::contract::signing::{decode_public_key, encode_public_key, key_id as signing_key_id};
 use async_trait::async_trait;
@@ -125,14 +125,11 @@ const KEY_RECORD_COLUMNS: &str = "role, key_id, recorded_at, retired_at, public_
 
 /// The key in use of each role, in role order, on `on`.
 async fn recorded_keys_on(on: &mut impl HoldsConnection) -> Result<Vec<KeyRecord>, StoreError> {
-    let mut records = Statement::new(
+    let mut records: Vec<KeyRecord> = Statement::new(
         "SELECT role, key_id, recorded_at, retired_at, public_key FROM controller_keys WHERE state = 'active'",
     )
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(key_record_from_row)
-    .collect::<Result<Vec<_>, _>>()?;
+    .fetch_all_as(on, key_record_from_row)
+    .await?;
     records.sort_by_key(|record| record.role);
     Ok(records)
 }
@@ -147,18 +144,25 @@ fn in_role_order(keys: &[KeyRecord]) -> Result<Vec<&KeyRecord>, StoreError> {
     Ok(ordered)
 }
 
-/// `sql`, an insert of `key` as its role's key in use (`$1` role, `$2` key id, `$3` recorded
-/// at, `$4` its public key as `public_key` spells it), with its arguments.
-fn key_insert<'a>(
-    sql: &'static str,
-    key: &'a KeyRecord,
-    public_key: &'a Option<String>,
-) -> Result<Statement<'a>, StoreError> {
-    Ok(Statement::new(sql)
+/// Runs `sql`, an insert of `key` as its role's key in use (`$1` role, `$2` key id, `$3` recorded
+/// at, `$4` its public key, unpadded base64url), in `transaction`.
+async fn insert_key(transaction: &mut Transaction, sql: &'static str, key: &KeyRecord) -> Result<(), StoreError> {
+    let public_key = stored_public_key(key);
+    Statement::new(sql)
         .text(key.role.as_str())
         .text(&key.key_id)
         .integer(counter_to_sql(key.recorded_at_ms, "key record time")?)
-        .optional_text(public_key.as_deref()))
+        .optional_text(public_key.as_deref())
+        .execute(transaction)
+        .await?;
+    Ok(())
+}
+
+/// Commits a write of key records, answering the keys in use it leaves.
+async fn commit_answering_recorded(mut transaction: Transaction) -> Result<Vec<KeyRecord>, StoreError> {
+    let recorded = recorded_keys_on(&mut transaction).await?;
+    transaction.commit().await?;
+    Ok(recorded)
 }
 
 /// The stored spelling of a record's public key (unpadded base64url).
@@ -185,19 +189,15 @@ impl KeyRecordStore for SqlStore {
     async fn record_keys_if_absent(&self, keys: &[KeyRecord]) -> Result<Vec<KeyRecord>, StoreError> {
         let mut transaction = self.pool.begin_write().await?;
         for key in in_role_order(keys)? {
-            let public_key = stored_public_key(key);
-            key_insert(
+            insert_key(
+                &mut transaction,
                 "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) \
                  VALUES ($1, $2, 'active', $3, $4) ON CONFLICT DO NOTHING",
                 key,
-                &public_key,
-            )?
-            .execute(&mut transaction)
+            )
             .await?;
         }
-        let recorded = recorded_keys_on(&mut transaction).await?;
-        transaction.commit().await?;
-        Ok(recorded)
+        commit_answering_recorded(transaction).await
     }
 
     async fn replace_recorded_keys(&self, keys: &[KeyRecord], now_ms: u64) -> Result<Vec<KeyRecord>, StoreError> {
@@ -214,20 +214,16 @@ impl KeyRecordStore for SqlStore {
             .execute(&mut transaction)
             .await?;
             // A key that was retired before comes back into use under its first record.
-            let public_key = stored_public_key(key);
-            key_insert(
+            insert_key(
+                &mut transaction,
                 "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) \
                  VALUES ($1, $2, 'active', $3, $4) ON CONFLICT (role, key_id) DO UPDATE \
                  SET state = 'active', retired_at = NULL, public_key = COALESCE(controller_keys.public_key, $4)",
                 key,
-                &public_key,
-            )?
-            .execute(&mut transaction)
+            )
             .await?;
         }
-        let recorded = recorded_keys_on(&mut transaction).await?;
-        transaction.commit().await?;
-        Ok(recorded)
+        commit_answering_recorded(transaction).await
     }
 
     async fn key_history(&self, role: KeyRole) -> Result<Vec<KeyRecord>, StoreError> {
@@ -236,11 +232,8 @@ impl KeyRecordStore for SqlStore {
             self.pool.backend().bytewise()
         ))
         .text(role.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(key_record_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, key_record_from_row)
+        .await
     }
 
     async fn record_public_key(
@@ -270,7 +263,7 @@ impl KeyRecordStore for SqlStore {
         if retiring.role != next.role || retiring.key_id == next.key_id {
             return Err(StoreError::Corrupt("a key rotation must replace a key of its role with another".into()));
         }
-        let (retiring_public_key, next_public_key) = (stored_public_key(retiring), stored_public_key(next));
+        let retiring_public_key = stored_public_key(retiring);
         let mut transaction = self.pool.begin_write().await?;
         let retired = Statement::new(
             "UPDATE controller_keys SET state = 'retired', retired_at = $3, public_key = COALESCE(public_key, $4) \
@@ -286,12 +279,11 @@ impl KeyRecordStore for SqlStore {
             transaction.rollback().await?;
             return Ok(false);
         }
-        key_insert(
+        insert_key(
+            &mut transaction,
             "INSERT INTO controller_keys (role, key_id, state, recorded_at, public_key) VALUES ($1, $2, 'active', $3, $4)",
             next,
-            &next_public_key,
-        )?
-        .execute(&mut transaction)
+        )
         .await?;
         transaction.commit().await?;
         Ok(true)

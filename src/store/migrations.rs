@@ -198,12 +198,9 @@ pub(crate) async fn is_ready(pool: &Pool) -> Result<bool, StoreError> {
     if !table.boolean("present")? {
         return Ok(false);
     }
-    let applied = Statement::new("SELECT version, success, checksum FROM _sqlx_migrations")
-        .fetch_all(&mut connection)
-        .await?
-        .iter()
-        .map(applied_migration_from_row)
-        .collect::<Result<Vec<_>, _>>()?;
+    let applied: Vec<AppliedMigration> = Statement::new("SELECT version, success, checksum FROM _sqlx_migrations")
+        .fetch_all_as(&mut connection, applied_migration_from_row)
+        .await?;
     let all_applied = migrations(pool.backend()).iter().all(|expected| {
         applied
             .iter()

@@ -59,6 +59,7 @@ pub use retention::RetentionStore;
 pub use service_status::ServiceStatusStore;
 pub use sessions::SessionStore;
 pub use signals::{ChangeKind, Signal, SignalStore, SignalSubscription};
+pub use sql::LockedWrite;
 pub use sqlite::{SQLITE_BUSY_TIMEOUT, SQLITE_POOL_SIZE};
 pub use storage_claims::StorageClaimStore;
 

@@ -25,7 +25,9 @@
 
 use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::inventory::lock_reconcile;
-use super::sql::{HoldsConnection, Row, Statement, Transaction, backend_of, head_record, placeholder_rows};
+use super::sql::{
+    HoldsConnection, InTransaction, LockedWrite, Row, Statement, Transaction, backend_of, head_record, placeholder_rows,
+};
 use super::{FactScope, SqlStore, StoreError};
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkLease, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
@@ -103,10 +105,10 @@ pub trait LeaseWriter: Send {
 }
 
 /// A write transaction holding a cluster's lock, with its current plan read under it
-/// ([`NetworkStore::lock_network`]). It ends with [`LockedNetwork::commit`] or
-/// [`LockedNetwork::rollback`]; dropped before either, it rolls back.
+/// ([`NetworkStore::lock_network`]). It ends with [`LockedWrite::commit`] or
+/// [`LockedWrite::rollback`]; dropped before either, it rolls back.
 #[async_trait]
-pub trait LockedNetwork: LeaseWriter {
+pub trait LockedNetwork: LeaseWriter + LockedWrite {
     /// The cluster's current plan and authority, read under the lock.
     fn current(&self) -> Option<&StoredNetworkPlan>;
 
@@ -119,12 +121,6 @@ pub trait LockedNetwork: LeaseWriter {
         plan: &RuntimeNetworkAddressPlan,
         authority: Option<&RuntimeNetworkProtectedAuthority>,
     ) -> Result<(), StoreError>;
-
-    /// Commits the writes.
-    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
-
-    /// Rolls back and lets go of the lock.
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// Persistence of address plans, protected authorities and leases.
@@ -153,20 +149,16 @@ pub(crate) async fn current_plan(
         "SELECT record FROM runtime_network_address_plans WHERE cluster_id = $1 ORDER BY revision DESC LIMIT 1",
     )
     .text(cluster_id.as_str())
-    .fetch_optional(on)
-    .await?
-    .map(|row| address_plan_from_row(&row))
-    .transpose()?;
+    .fetch_optional_as(on, address_plan_from_row)
+    .await?;
     let Some(plan) = plan else { return Ok(None) };
     let authority = Statement::new(
         "SELECT record FROM runtime_network_protected_authorities WHERE cluster_id = $1 \
          ORDER BY generation DESC LIMIT 1",
     )
     .text(cluster_id.as_str())
-    .fetch_optional(on)
+    .fetch_optional_as(on, protected_authority_from_row)
     .await?
-    .map(|row| protected_authority_from_row(&row))
-    .transpose()?
     .ok_or_else(|| StoreError::Corrupt("an address plan without a protected authority".into()))?;
     Ok(Some(StoredNetworkPlan { plan, authority }))
 }
@@ -679,13 +671,11 @@ impl LockedNetwork for LockedSqlNetwork {
             Some(StoredNetworkPlan { plan: plan.clone(), authority: authority.expect("checked above: one exists") });
         Ok(())
     }
+}
 
-    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.commit().await
-    }
-
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.rollback().await
+impl InTransaction for LockedSqlNetwork {
+    fn into_transaction(self: Box<Self>) -> Transaction {
+        self.transaction
     }
 }
 
@@ -709,11 +699,8 @@ impl NetworkStore for SqlStore {
         )
         .text(cluster_id.as_str())
         .text(lease_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(network_lease_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, network_lease_from_row)
+        .await
     }
 
     async fn lock_network(&self, cluster_id: &Id) -> Result<Option<Box<dyn LockedNetwork>>, StoreError> {

@@ -25,7 +25,7 @@ use super::inventory::{cluster_nodes, lock_reconcile, nodes_by_ids};
 use super::network::{LeaseSet, StoredNetworkPlan, current_plan, lease_by_id, live_lease_set_on, referenced_leases_on};
 use super::relays::{IngressRoute, RouteBackend, replace_route_backends, table_routes};
 use super::sessions::session_from_row;
-use super::sql::{HoldsConnection, Row, Statement, Transaction, rows_by_ids};
+use super::sql::{HoldsConnection, InTransaction, LockedWrite, Row, Statement, Transaction, rows_by_ids};
 use super::{Backend, SqlStore, StoreError};
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::NodeSpec;
@@ -120,7 +120,7 @@ pub enum AppliedOutcome {
 /// ([`ProjectionStore::lock_projections`]). Ends with commit or rollback; dropped before either,
 /// it rolls back.
 #[async_trait]
-pub trait LockedProjections: Send {
+pub trait LockedProjections: LockedWrite {
     /// The facts read under the lock.
     fn facts(&self) -> &ProjectionFacts;
 
@@ -139,12 +139,6 @@ pub trait LockedProjections: Send {
     /// Replaces the backends of the cluster's routes (sorted) when they differ from the stored
     /// ones, and then counts the route table's revision up; answers whether they differed.
     async fn replace_backends(&mut self, backends: &[RouteBackend]) -> Result<bool, StoreError>;
-
-    /// Commits the writes.
-    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
-
-    /// Rolls back and lets go of the lock.
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
 }
 
 /// Persistence of signed runtime network projections.
@@ -390,13 +384,11 @@ impl LockedProjections for SqlLockedProjections {
         }
         Ok(changed)
     }
+}
 
-    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.commit().await
-    }
-
-    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.transaction.rollback().await
+impl InTransaction for SqlLockedProjections {
+    fn into_transaction(self: Box<Self>) -> Transaction {
+        self.transaction
     }
 }
 

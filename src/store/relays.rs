@@ -234,11 +234,8 @@ pub(crate) async fn table_routes(
         backend.bytewise()
     ))
     .text(cluster_id.as_str())
-    .fetch_all(on)
-    .await?
-    .iter()
-    .map(route_from_row)
-    .collect()
+    .fetch_all_as(on, route_from_row)
+    .await
 }
 
 /// The backends of the cluster's routes, sorted by hostname, then lease id. Each route keeps its
@@ -423,10 +420,8 @@ impl RelayStore for SqlStore {
     async fn find_relay_connection(&self, token_hash: [u8; 32]) -> Result<Option<RelayConnectionState>, StoreError> {
         Statement::new(RELAY_CONNECTION_SQL)
             .bytes(&token_hash)
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| relay_connection_state_from_row(&row))
-            .transpose()
+            .fetch_optional_as(&mut self.pool.connection().await?, relay_connection_state_from_row)
+            .await
     }
 
     async fn list_cluster_relays(&self, cluster_id: &Id, limit: u32) -> Result<StoredClusterRelays, StoreError> {
@@ -504,10 +499,8 @@ impl RelayStore for SqlStore {
         )
         .text(cluster_id.as_str())
         .text(&route.hostname)
-        .fetch_optional(&mut transaction)
-        .await?
-        .map(|row| route_from_row(&row))
-        .transpose()?;
+        .fetch_optional_as(&mut transaction, route_from_row)
+        .await?;
         if current.as_ref() != Some(route) {
             bump_revision(&mut transaction, cluster_id).await?;
             // A changed route forgets its backends; the projection issuer judges them again.

@@ -121,30 +121,15 @@ impl ServiceStatusStore for SqlStore {
             ),
             FactScope::Services(ids) => {
                 let ids: Vec<&str> = ids.iter().map(Id::as_str).collect();
-                let of_heads = |column: &str| {
-                    format!(
-                        "{column} IN (SELECT h.{column} FROM runtime_assignment_heads h \
+                // The rows of `sql` whose `column` is that of a head of the scope's services.
+                let mut of_scope = async |sql: &str, column: &str| {
+                    let sql = format!(
+                        "{sql} AND s.{column} IN (SELECT h.{column} FROM runtime_assignment_heads h \
                            WHERE h.cluster_id = $1 AND {{ids}})"
-                    )
+                    );
+                    rows_by_ids(&mut connection, cluster_id, &sql, "h.service_id", &ids).await
                 };
-                (
-                    rows_by_ids(
-                        &mut connection,
-                        cluster_id,
-                        &format!("{states_sql} AND s.{}", of_heads("assignment_id")),
-                        "h.service_id",
-                        &ids,
-                    )
-                    .await?,
-                    rows_by_ids(
-                        &mut connection,
-                        cluster_id,
-                        &format!("{sessions_sql} AND s.{}", of_heads("node_id")),
-                        "h.service_id",
-                        &ids,
-                    )
-                    .await?,
-                )
+                (of_scope(states_sql, "assignment_id").await?, of_scope(sessions_sql, "node_id").await?)
             }
         };
         let mut head_states = state_rows.iter().map(head_state_from_row).collect::<Result<Vec<_>, _>>()?;

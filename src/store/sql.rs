@@ -170,6 +170,35 @@ pub(crate) enum ConnectionRef<'c> {
     Sqlite(&'c mut SqliteConnection),
 }
 
+/// The end of a write that holds a cluster's lock ([`super::LockedAssignments`],
+/// [`super::LockedDesignation`], [`super::LockedNetwork`], [`super::projections::LockedProjections`]):
+/// commit its writes, or roll them back; either lets go of the lock.
+#[async_trait::async_trait]
+pub trait LockedWrite: Send {
+    /// Commits the writes.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls back and lets go of the lock.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A locked write whose writes all went to one [`Transaction`]: it ends as that transaction does.
+pub(crate) trait InTransaction: Send {
+    /// The transaction, for its end.
+    fn into_transaction(self: Box<Self>) -> Transaction;
+}
+
+#[async_trait::async_trait]
+impl<Locked: InTransaction> LockedWrite for Locked {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.into_transaction().commit().await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.into_transaction().rollback().await
+    }
+}
+
 /// What statements run on: a [`Connection`] or a [`Transaction`].
 pub(crate) trait HoldsConnection: Send {
     /// The connection, for one statement.
@@ -326,6 +355,25 @@ impl<'a> Statement<'a> {
     /// is stepped to its end, as in [`Statement::fetch_optional`].
     pub(crate) async fn fetch_one(self, on: &mut impl HoldsConnection) -> Result<Row, StoreError> {
         self.fetch_optional(on).await?.ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    /// Runs the statement; answers its first row, if any, as `read` reads it.
+    pub(crate) async fn fetch_optional_as<T>(
+        self,
+        on: &mut impl HoldsConnection,
+        read: impl FnOnce(&Row) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        self.fetch_optional(on).await?.map(|row| read(&row)).transpose()
+    }
+
+    /// Runs the statement; answers every row as `read` reads it, collected in the order they came
+    /// (a `Vec`, a set: whatever the caller asks for).
+    pub(crate) async fn fetch_all_as<T, Collection: FromIterator<T>>(
+        self,
+        on: &mut impl HoldsConnection,
+        read: impl FnMut(&Row) -> Result<T, StoreError>,
+    ) -> Result<Collection, StoreError> {
+        self.fetch_all(on).await?.iter().map(read).collect()
     }
 
     /// Runs the statement; answers every row.

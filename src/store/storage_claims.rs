@@ -384,10 +384,8 @@ impl StorageClaimStore for SqlStore {
             self.pool.backend().bytewise()
         ))
         .text(claim_id.as_str())
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| claim_cluster_from_row(&row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, claim_cluster_from_row)
+        .await
     }
 
     async fn get_claim(
@@ -405,10 +403,8 @@ impl StorageClaimStore for SqlStore {
             claim_id,
             generation,
         )?
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| stored_claim_from_row(&row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, stored_claim_from_row)
+        .await
     }
 
     async fn record_claim_answer(
@@ -499,11 +495,8 @@ impl StorageClaimStore for SqlStore {
             self.pool.backend().bytewise()
         ))
         .text(cluster_id.as_str())
-        .fetch_all(&mut self.pool.connection().await?)
-        .await?
-        .iter()
-        .map(last_claim_answer_from_row)
-        .collect()
+        .fetch_all_as(&mut self.pool.connection().await?, last_claim_answer_from_row)
+        .await
     }
 }
 
