@@ -332,13 +332,27 @@ async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_ans
     service.stop().await;
 }
 
+/// The longest an administrator call or a socket upgrade may take during the flood: well under
+/// the flood test's first-head timeout, which is what a call would wait without shedding.
+const FLOOD_BOUND: Duration = Duration::from_secs(2);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_node_socket() {
     // Connections from one address are capped at 24; eight addresses want 32 each, 256 in all,
     // twice the bound of 128: every address is over its cap and the server is at its bound. (A
     // client that shares the attacker's address shares its fate: connections of one address that
     // have not delivered a request cannot be told apart.)
-    let limits = Limits { max_connections: 128, max_connections_per_peer: 24, ..Limits::default() };
+    //
+    // Without shedding, a newcomer at the bound waits for a half-open connection's first-head
+    // timeout (10 s here) or is refused; with it, a call is answered within the bound below even
+    // on a machine whose two cores also run the flood's 256 reconnecting clients (seen: up to
+    // 1.35 s at a load average of 10).
+    let limits = Limits {
+        max_connections: 128,
+        max_connections_per_peer: 24,
+        first_head_timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut attackers = Vec::new();
@@ -369,8 +383,8 @@ async fn a_flood_of_half_open_connections_does_not_delay_an_administrator_or_a_n
         attacker.await.unwrap();
     }
     drop(socket);
-    assert!(slowest <= Duration::from_millis(500), "the slowest of 20 administrator calls took {slowest:?}");
-    assert!(upgrade_took <= Duration::from_millis(500), "a socket upgrade took {upgrade_took:?}");
+    assert!(slowest <= FLOOD_BOUND, "the slowest of 20 administrator calls took {slowest:?}");
+    assert!(upgrade_took <= FLOOD_BOUND, "a socket upgrade took {upgrade_took:?}");
     assert!(shed > 0, "the flood was not shed");
     service.stop().await;
 }
