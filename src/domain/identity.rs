@@ -303,6 +303,21 @@ impl IdentityVerifier {
         Ok((claims, key))
     }
 
+    /// The `IIdentity` a token alone stands for (what an operator pastes without the rest): its
+    /// claims, once the token's signature verifies. Not a check of expiry or role: the identity
+    /// it answers is verified like any other ([`IdentityVerifier::verify`]).
+    pub fn identity_of_token(&self, jwt: &str) -> Result<Identity, IdentityRefusal> {
+        let (claims, _) = self.verified_claims(jwt)?;
+        Ok(Identity {
+            name: claims.name.clone(),
+            user_id: Id::parse(&claims.sub).ok_or(IdentityRefusal::Malformed)?,
+            identity_type: claims.identity_type,
+            role: claims.role,
+            expires_at: claims.exp.checked_mul(1000).ok_or(IdentityRefusal::Malformed)?,
+            jwt: jwt.to_owned(),
+        })
+    }
+
     /// Verifies an `IIdentity` value.
     pub fn verify(&self, value: Option<&Value>, now_ms: u64) -> Result<Caller, IdentityRefusal> {
         let value = value.ok_or(IdentityRefusal::Malformed)?;
@@ -377,6 +392,17 @@ mod tests {
         assert_eq!(verifier.verify(Some(&extra), 1_000_001), Err(IdentityRefusal::Malformed));
         assert_eq!(verifier.verify(None, 1_000_001), Err(IdentityRefusal::Malformed));
         assert!(!format!("{identity:?}").contains(&identity.jwt));
+    }
+
+    #[test]
+    fn a_token_alone_stands_for_its_identity_only_when_its_signature_verifies() {
+        let identity = issued(Role::Viewer);
+        let verifier = IdentityVerifier::new(&key(7).verifying_key());
+        let read = verifier.identity_of_token(&identity.jwt).unwrap();
+        assert_eq!(serde_json::to_value(&read).unwrap(), serde_json::to_value(&identity).unwrap());
+        let other = IdentityVerifier::new(&key(8).verifying_key());
+        assert!(matches!(other.identity_of_token(&identity.jwt), Err(IdentityRefusal::BadToken)));
+        assert!(verifier.identity_of_token("header.payload.signature").is_err());
     }
 
     #[test]

@@ -321,6 +321,13 @@ impl Controller {
         self.draining.load(Ordering::SeqCst)
     }
 
+    /// The identity value a token alone stands for (the console's sign-in takes a pasted token),
+    /// `None` when its signature does not verify; [`Controller::authorize`] still checks it.
+    pub fn identity_of_token(&self, token: &str) -> Option<Value> {
+        let identity = self.identities.identity_of_token(token).ok()?;
+        Some(serde_json::to_value(identity).expect("an identity serializes"))
+    }
+
     /// Verifies `identity` (the request's `identity` member, `None` when absent) and that its
     /// role allows `access`: `identity-refused` or `identity-forbidden`.
     pub fn authorize(&self, identity: Option<&Value>, access: Access) -> Result<Caller, DomainError> {

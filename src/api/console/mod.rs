@@ -291,25 +291,14 @@ struct SignInForm {
 }
 
 /// The identity an operator pasted: the `IIdentity` JSON as `cloudly serve` writes it, or its
-/// token alone, whose claims name the other members (they are verified against the token's
-/// signature all the same, by [`crate::domain::Controller::authorize`]).
-fn pasted_identity(text: &str) -> Option<Value> {
+/// token alone, which stands for the identity its verified claims name
+/// ([`crate::domain::Controller::identity_of_token`]).
+fn pasted_identity(controller: &crate::domain::Controller, text: &str) -> Option<Value> {
     let text = text.trim();
     if text.starts_with('{') {
         return serde_json::from_str(text).ok();
     }
-    use base64::Engine as _;
-    let payload = text.split('.').nth(1)?;
-    let claims: Value =
-        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
-    Some(serde_json::json!({
-        "name": claims["name"],
-        "userId": claims["sub"],
-        "type": claims["type"],
-        "role": claims["role"],
-        "expiresAt": claims["exp"].as_u64()?.checked_mul(1000)?,
-        "jwt": text,
-    }))
+    controller.identity_of_token(text)
 }
 
 async fn sign_in(
@@ -329,7 +318,7 @@ async fn sign_in(
     // Only a console page: never a redirect elsewhere.
     let next = Page::parse(&form.next);
     let refused = "This identity was refused: it is not one this controller signed, or it has expired.";
-    let Some(identity) = pasted_identity(&form.identity) else {
+    let Some(identity) = pasted_identity(&state.controller, &form.identity) else {
         return signed_out(StatusCode::UNAUTHORIZED, Some(refused), next.as_ref(), &headers);
     };
     let Ok(caller) = state.controller.authorize(Some(&identity), Access::Read) else {
@@ -488,20 +477,6 @@ async fn live(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pasted_token_reads_as_the_identity_its_claims_name() {
-        use base64::Engine as _;
-        let claims = serde_json::json!({ "sub": "ada", "name": "Ada", "type": "human", "role": "viewer", "exp": 2_000_000_000u64 });
-        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
-        let token = format!("header.{payload}.signature");
-        let identity = pasted_identity(&format!("  {token}\n")).unwrap();
-        assert_eq!(identity["userId"], "ada");
-        assert_eq!(identity["expiresAt"], 2_000_000_000_000u64);
-        assert_eq!(identity["jwt"], token.as_str());
-        assert!(pasted_identity("not a token").is_none());
-        assert!(pasted_identity("{ not json").is_none());
-    }
 
     #[test]
     fn the_cookie_is_http_only_and_strict_and_secure_over_tls() {
