@@ -243,8 +243,9 @@ impl Controller {
     }
 
     /// The connection `token` names when it is its cluster's elected, unexpired connection;
-    /// `None` for an unknown token or a superseded or expired connection. For the registration
-    /// judge (`relay-not-connected`).
+    /// `None` for an unknown token or a superseded or expired connection: the election the
+    /// registration judge applies to the connection it reads with its facts, for tests.
+    #[cfg(feature = "testing")]
     pub async fn elected_relay_connection(&self, token: &str) -> Result<Option<StoredRelayConnection>, DomainError> {
         let Some(state) = self.store.find_relay_connection(hash_value(token)).await? else {
             return Ok(None);

@@ -17,7 +17,7 @@
 use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::designations::optional_designation_from_row;
 use super::dialect::Backend;
-use super::heads::{Heads, head_of_signed_chain};
+use super::heads::{Heads, head_of_signed_chain, head_reference, readable_or};
 use super::inventory::{
     StoredCluster, StoredNode, cluster_from_row, cluster_nodes, lock_reconcile, nodes_by_ids, service_id_from_row,
     service_spec_from_row, service_volume_from_row,
@@ -701,20 +701,13 @@ pub(crate) fn assignment_from_row(row: &Row) -> Result<StoredAssignment, StoreEr
 /// the head's own columns say of it (`assignment_id`, `head_generation`, `digest`, `node_id`,
 /// `service_id`, `active`), so that one unreadable record affects only itself.
 pub(crate) fn assignment_head_from_row(row: &Row) -> Result<Result<StoredAssignment, UnreadableHead>, StoreError> {
-    let problem = match assignment_from_row(row) {
-        Ok(stored) => return Ok(Ok(stored)),
-        Err(StoreError::Corrupt(problem)) => problem,
-        Err(error) => return Err(error),
-    };
-    Ok(Err(UnreadableHead {
-        reference: AuthorityReference {
-            id: row.id("assignment_id", "assignment id")?,
-            generation: row.counter("head_generation", "assignment generation")?,
-            digest: row.digest("digest", "assignment digest")?,
-        },
-        node_id: row.node_id("node_id", "assignment node id")?,
-        service_id: row.id("service_id", "assignment service id")?,
-        active: row.boolean("active")?,
-        problem,
-    }))
+    readable_or(assignment_from_row(row), |problem| {
+        Ok(UnreadableHead {
+            reference: head_reference(row, "assignment_id", "assignment")?,
+            node_id: row.node_id("node_id", "assignment node id")?,
+            service_id: row.id("service_id", "assignment service id")?,
+            active: row.boolean("active")?,
+            problem,
+        })
+    })
 }

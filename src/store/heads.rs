@@ -96,3 +96,27 @@ impl<Readable: Head, Unreadable: Head> Heads<Readable, Unreadable> {
         self.get(id).map(Head::reference).or_else(|| self.get_unreadable(id).map(Head::reference))
     }
 }
+
+/// A head row read as `read` reads its record, or — when that record does not read back (a
+/// corrupt record, whose problem `unreadable` is given) — as the head row's own columns describe
+/// it; any other error is the store's.
+pub(crate) fn readable_or<Readable, Unreadable>(
+    read: Result<Readable, StoreError>,
+    unreadable: impl FnOnce(String) -> Result<Unreadable, StoreError>,
+) -> Result<Result<Readable, Unreadable>, StoreError> {
+    match read {
+        Ok(readable) => Ok(Ok(readable)),
+        Err(StoreError::Corrupt(problem)) => unreadable(problem).map(Err),
+        Err(error) => Err(error),
+    }
+}
+
+/// The reference a head row's own columns give: `<key>`, `head_generation` and `digest`; `what`
+/// names the record in a corruption error.
+pub(crate) fn head_reference(row: &Row, key: &str, what: &str) -> Result<AuthorityReference, StoreError> {
+    Ok(AuthorityReference {
+        id: row.id(key, &format!("{what} id"))?,
+        generation: row.counter("head_generation", &format!("{what} generation"))?,
+        digest: row.digest("digest", &format!("{what} digest"))?,
+    })
+}

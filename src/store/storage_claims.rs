@@ -17,7 +17,7 @@
 
 use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::heads::{Heads, head_of_signed_chain};
+use super::heads::{Heads, head_of_signed_chain, head_reference, readable_or};
 use super::sql::{HoldsConnection, Row, Statement, head_record};
 use super::{SqlStore, StoreError};
 use crate::contract::signing::Signed;
@@ -544,22 +544,15 @@ fn claim_answer_from_row(row: &Row) -> Result<Option<ClaimAnswer>, StoreError> {
 /// what the head's own columns say of it (`claim_id`, `head_generation`, `digest`, `node_id`,
 /// `service_id`, `volume_id`), so that one unreadable record affects only itself.
 pub(crate) fn claim_head_from_row(row: &Row) -> Result<Result<StoredClaim, UnreadableClaim>, StoreError> {
-    let problem = match stored_claim_from_row(row) {
-        Ok(stored) => return Ok(Ok(stored)),
-        Err(StoreError::Corrupt(problem)) => problem,
-        Err(error) => return Err(error),
-    };
-    Ok(Err(UnreadableClaim {
-        reference: AuthorityReference {
-            id: row.id("claim_id", "claim id")?,
-            generation: row.counter("head_generation", "claim generation")?,
-            digest: row.digest("digest", "claim digest")?,
-        },
-        node_id: row.node_id("node_id", "claim node id")?,
-        service_id: row.id("service_id", "claim service id")?,
-        volume_id: row.id("volume_id", "claim volume id")?,
-        problem,
-    }))
+    readable_or(stored_claim_from_row(row), |problem| {
+        Ok(UnreadableClaim {
+            reference: head_reference(row, "claim_id", "claim")?,
+            node_id: row.node_id("node_id", "claim node id")?,
+            service_id: row.id("service_id", "claim service id")?,
+            volume_id: row.id("volume_id", "claim volume id")?,
+            problem,
+        })
+    })
 }
 
 /// The latest answered generation of a claim: `claim_id`, `generation` and the answer columns.
