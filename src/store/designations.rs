@@ -247,8 +247,10 @@ pub(crate) async fn cluster_designation_on(
     on: &mut impl HoldsConnection,
     cluster_id: &Id,
 ) -> Result<Option<Option<ClusterIngressDesignation>>, StoreError> {
-    let row = Statement::new(CLUSTER_DESIGNATION_SQL).text(cluster_id.as_str()).fetch_optional(on).await?;
-    row.map(|row| optional_designation_from_row(&row, "record")).transpose()
+    Statement::new(CLUSTER_DESIGNATION_SQL)
+        .text(cluster_id.as_str())
+        .fetch_optional_as(on, |row| optional_designation_from_row(row, "record"))
+        .await
 }
 
 /// Checks that `write` is the next generation of the snapshot's chain for its service and
@@ -466,10 +468,8 @@ impl DesignationStore for SqlStore {
              WHERE d.mutation_key = $1",
         )
         .text(&mutation_key(cluster_id, mutation_id))
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| recorded_mutation_from_row(&row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, recorded_mutation_from_row)
+        .await
     }
 
     async fn current_designation(&self, cluster_id: &Id) -> Result<Option<ClusterIngressDesignation>, StoreError> {
@@ -509,10 +509,10 @@ impl DesignationStore for SqlStore {
         )
         .text(secret_id.as_str())
         .text(secret_version_id.as_str())
-        .fetch_optional(&mut self.pool.connection().await?)
-        .await?
-        .map(|row| sealed_secret_from_row(secret_id, secret_version_id, &row))
-        .transpose()
+        .fetch_optional_as(&mut self.pool.connection().await?, |row| {
+            sealed_secret_from_row(secret_id, secret_version_id, row)
+        })
+        .await
     }
 }
 

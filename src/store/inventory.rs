@@ -384,7 +384,7 @@ impl InventoryStore for SqlStore {
                     }
                 }
                 let next = current + 1;
-                let updated = Statement::new(
+                Statement::new(
                     "UPDATE clusters SET organization_id = $2, record = $3, revision = $4, runtime_phase = $5, \
                        runtime_generation = $6, relay_origin = $7, fleet_designation_id = $8, \
                        fleet_designation_generation = $9, fleet_designation_digest = $10, \
@@ -402,12 +402,8 @@ impl InventoryStore for SqlStore {
                 .optional_integer(columns.fleet_generation)
                 .optional_text(columns.fleet_digest.as_deref())
                 .integer(counter_to_sql(current, "cluster revision")?)
-                .execute(&mut transaction)
+                .execute_one(&mut transaction, "the locked cluster row changed under its lock")
                 .await?;
-                if updated != 1 {
-                    transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the locked cluster row changed under its lock".into()));
-                }
                 next
             }
             (current, _) => {
@@ -496,10 +492,8 @@ impl InventoryStore for SqlStore {
         Statement::new("SELECT record, bearer_hash, revision FROM cluster_nodes WHERE cluster_id = $1 AND node_id = $2")
             .text(cluster_id.as_str())
             .text(node_id.as_str())
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| node_from_row(cluster_id, &row))
-            .transpose()
+            .fetch_optional_as(&mut self.pool.connection().await?, |row| node_from_row(cluster_id, row))
+            .await
     }
 
     async fn list_nodes(&self, cluster_id: &Id) -> Result<Vec<StoredNode>, StoreError> {
@@ -532,7 +526,7 @@ impl InventoryStore for SqlStore {
                 if (deleted && expected.is_none()) || (!deleted && expected == Some(current)) =>
             {
                 let next = current + 1;
-                let updated = Statement::new(
+                Statement::new(
                     "UPDATE services SET current_revision = $3, deleted = FALSE \
                      WHERE cluster_id = $1 AND service_id = $2 AND current_revision = $4",
                 )
@@ -540,12 +534,8 @@ impl InventoryStore for SqlStore {
                 .text(service_id.as_str())
                 .integer(counter_to_sql(next, "service revision")?)
                 .integer(counter_to_sql(current, "service revision")?)
-                .execute(&mut transaction)
+                .execute_one(&mut transaction, "the service head changed under the cluster lock")
                 .await?;
-                if updated != 1 {
-                    transaction.rollback().await?;
-                    return Err(StoreError::Unavailable("the service head changed under the cluster lock".into()));
-                }
                 next
             }
             (head, _) => {

@@ -234,10 +234,8 @@ pub(crate) async fn live_leases_on(
 async fn lease_set_tag(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<Option<String>, StoreError> {
     Statement::new("SELECT tag FROM runtime_network_lease_sets WHERE cluster_id = $1")
         .text(cluster_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| row.text("tag"))
-        .transpose()
+        .fetch_optional_as(on, |row| row.text("tag"))
+        .await
 }
 
 /// [`live_leases_on`], shared: the parsed set kept under the cluster's lease set tag when it
@@ -634,7 +632,7 @@ impl LockedNetwork for LockedSqlNetwork {
             (None, Some(_)) => {}
         }
         let revision = counter_to_sql(plan.revision, "address plan revision")?;
-        let inserted = Statement::new(
+        Statement::new(
             "INSERT INTO runtime_network_address_plans (cluster_id, revision, digest, record) \
              VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
         )
@@ -642,13 +640,10 @@ impl LockedNetwork for LockedSqlNetwork {
         .integer(revision)
         .text(plan.digest.as_str())
         .text(&record_text(plan, "address plan")?)
-        .execute(&mut self.transaction)
+        .execute_one(&mut self.transaction, "an address plan revision was written under the cluster lock")
         .await?;
-        if inserted != 1 {
-            return Err(StoreError::Unavailable("an address plan revision was written under the cluster lock".into()));
-        }
         if let Some(authority) = authority {
-            let inserted = Statement::new(
+            Statement::new(
                 "INSERT INTO runtime_network_protected_authorities \
                    (cluster_id, generation, plan_revision, digest, record) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
@@ -658,13 +653,8 @@ impl LockedNetwork for LockedSqlNetwork {
             .integer(revision)
             .text(authority.digest.as_str())
             .text(&record_text(authority, "protected authority")?)
-            .execute(&mut self.transaction)
+            .execute_one(&mut self.transaction, "a protected authority generation was written under the cluster lock")
             .await?;
-            if inserted != 1 {
-                return Err(StoreError::Unavailable(
-                    "a protected authority generation was written under the cluster lock".into(),
-                ));
-            }
         }
         let authority = authority.cloned().or_else(|| current.map(|current| current.authority.clone()));
         self.current =

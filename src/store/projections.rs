@@ -287,7 +287,7 @@ async fn write_issued(
     let retains = !projection.retired_leases.is_empty() || !projection.withdrawals().is_empty();
     // A first generation inserts the head; a later one updates the head it was built against.
     // Either way exactly one row moves, or the head moved under the issuer.
-    let moved = Statement::new(
+    Statement::new(
         "INSERT INTO runtime_network_projection_heads \
            (cluster_id, node_id, generation, digest, inputs, retains, granted) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -304,11 +304,8 @@ async fn write_issued(
     .boolean(retains)
     .text(&granted_text(&issued.granted))
     .optional_integer(head.map(|head| counter_to_sql(head.reference.generation, "projection generation")).transpose()?)
-    .execute(transaction)
+    .execute_one(transaction, "a node's projection head moved while it was issued")
     .await?;
-    if moved != 1 {
-        return Err(StoreError::Unavailable("a node's projection head moved while it was issued".into()));
-    }
     // The node may still be applying the previous generation; older ones are not needed.
     Statement::new(
         "DELETE FROM runtime_network_projections WHERE cluster_id = $1 AND node_id = $2 AND generation < $3",

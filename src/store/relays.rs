@@ -203,10 +203,8 @@ pub trait RelayStore: Send + Sync {
 async fn table_revision(on: &mut impl HoldsConnection, cluster_id: &Id) -> Result<Option<u64>, StoreError> {
     Statement::new("SELECT revision FROM ingress_route_tables WHERE cluster_id = $1")
         .text(cluster_id.as_str())
-        .fetch_optional(on)
-        .await?
-        .map(|row| row.counter("revision", "route table revision"))
-        .transpose()
+        .fetch_optional_as(on, |row| row.counter("revision", "route table revision"))
+        .await
 }
 
 /// The cluster's route table, its routes sorted by hostname (bytewise).
@@ -357,10 +355,10 @@ impl RelayStore for SqlStore {
         Statement::new("SELECT bearer_hash, generation FROM relay_credentials WHERE cluster_id = $1 AND relay_id = $2")
             .text(cluster_id.as_str())
             .text(relay_id.as_str())
-            .fetch_optional(&mut self.pool.connection().await?)
-            .await?
-            .map(|row| relay_credential_from_row(cluster_id, relay_id, &row))
-            .transpose()
+            .fetch_optional_as(&mut self.pool.connection().await?, |row| {
+                relay_credential_from_row(cluster_id, relay_id, row)
+            })
+            .await
     }
 
     async fn connect_relay(

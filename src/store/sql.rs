@@ -330,6 +330,15 @@ impl<'a> Statement<'a> {
         })
     }
 
+    /// Runs a write that the lock its caller holds makes sure changes exactly one row; any other
+    /// count means that row moved under the lock: [`StoreError::Unavailable`] with `moved`.
+    pub(crate) async fn execute_one(self, on: &mut impl HoldsConnection, moved: &str) -> Result<(), StoreError> {
+        match self.execute(on).await? {
+            1 => Ok(()),
+            _ => Err(StoreError::Unavailable(moved.into())),
+        }
+    }
+
     /// Runs the statement; answers its first row, if any.
     ///
     /// On SQLite the statement is stepped to its end (sqlx's `fetch_optional` stops after the
