@@ -459,6 +459,26 @@ struct GenerationRow<'a> {
     signature: String,
 }
 
+impl<'a> GenerationRow<'a> {
+    /// Binds what a head row says of this generation: assignment id, generation, node, service.
+    fn bind_head(&'a self, statement: Statement<'a>) -> Statement<'a> {
+        statement
+            .text(self.payload.id.as_str())
+            .integer(self.generation)
+            .text(self.payload.node_id.as_str())
+            .text(self.payload.service_id.as_str())
+    }
+}
+
+/// Runs a batch write of `rows` rows; true when it wrote every one.
+async fn wrote_all(
+    batch: Statement<'_>,
+    transaction: &mut impl HoldsConnection,
+    rows: usize,
+) -> Result<bool, StoreError> {
+    Ok(batch.execute(transaction).await? == rows as u64)
+}
+
 /// Writes a batch of new generations (each of its own assignment): the records, then each new
 /// id's head (active), then each moved head (from the previous generation, active); false when a
 /// record already exists, a new id already has a head, or a head is not at the previous
@@ -493,16 +513,9 @@ async fn issue_generations(
     ))
     .text(cluster_id.as_str());
     for row in &rows {
-        records = records
-            .text(row.payload.id.as_str())
-            .integer(row.generation)
-            .text(row.payload.node_id.as_str())
-            .text(row.payload.service_id.as_str())
-            .text(row.payload.digest.as_str())
-            .text(&row.record)
-            .text(&row.signature);
+        records = row.bind_head(records).text(row.payload.digest.as_str()).text(&row.record).text(&row.signature);
     }
-    if records.execute(transaction).await? != rows.len() as u64 {
+    if !wrote_all(records, transaction, rows.len()).await? {
         return Ok(false);
     }
     let (first, moved): (Vec<&GenerationRow>, Vec<&GenerationRow>) =
@@ -516,42 +529,31 @@ async fn issue_generations(
         ))
         .text(cluster_id.as_str());
         for row in &first {
-            heads = heads
-                .text(row.payload.id.as_str())
-                .integer(row.generation)
-                .text(row.payload.node_id.as_str())
-                .text(row.payload.service_id.as_str());
+            heads = row.bind_head(heads);
         }
-        if heads.execute(transaction).await? != first.len() as u64 {
+        if !wrote_all(heads, transaction, first.len()).await? {
             return Ok(false);
         }
     }
-    if !moved.is_empty() {
-        // `v.column1` … `v.column5`: assignment id, new generation, node, service, previous
-        // generation (the names both backends give the columns of a `VALUES` list).
-        let mut heads = Statement::composed(format!(
-            "UPDATE runtime_assignment_heads SET generation = v.column2, node_id = v.column3, \
-               service_id = v.column4, active = TRUE \
-             FROM (VALUES {}) AS v \
-             WHERE runtime_assignment_heads.cluster_id = $1 \
-               AND runtime_assignment_heads.assignment_id = v.column1 \
-               AND runtime_assignment_heads.generation = v.column5",
-            placeholder_rows(moved.len(), 5, "", "")
-        ))
-        .text(cluster_id.as_str());
-        for row in &moved {
-            heads = heads
-                .text(row.payload.id.as_str())
-                .integer(row.generation)
-                .text(row.payload.node_id.as_str())
-                .text(row.payload.service_id.as_str())
-                .optional_integer(row.previous);
-        }
-        if heads.execute(transaction).await? != moved.len() as u64 {
-            return Ok(false);
-        }
+    if moved.is_empty() {
+        return Ok(true);
     }
-    Ok(true)
+    // `v.column1` … `v.column5`: assignment id, new generation, node, service, previous
+    // generation (the names both backends give the columns of a `VALUES` list).
+    let mut heads = Statement::composed(format!(
+        "UPDATE runtime_assignment_heads SET generation = v.column2, node_id = v.column3, \
+           service_id = v.column4, active = TRUE \
+         FROM (VALUES {}) AS v \
+         WHERE runtime_assignment_heads.cluster_id = $1 \
+           AND runtime_assignment_heads.assignment_id = v.column1 \
+           AND runtime_assignment_heads.generation = v.column5",
+        placeholder_rows(moved.len(), 5, "", "")
+    ))
+    .text(cluster_id.as_str());
+    for row in &moved {
+        heads = row.bind_head(heads).optional_integer(row.previous);
+    }
+    wrote_all(heads, transaction, moved.len()).await
 }
 
 /// [`LockedAssignments`] on a write transaction of a [`SqlStore`].
