@@ -13,7 +13,9 @@
 //! lines and answers in the `x-request-id` header: [`Client::call_traced`] answers it, so a caller
 //! can show it beside a refusal or a transport error.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use std::time::Duration;
 
 /// How long a call may take, from connecting to the last byte of the answer, unless the client
@@ -187,7 +189,12 @@ impl Client {
     }
 
     /// Fires `method` with `request` and answers the whole answer envelope.
-    pub async fn envelope(&self, method: &str, request: Value, auth_jwt: Option<&str>) -> Result<Value, CallError> {
+    pub async fn envelope(
+        &self,
+        method: &str,
+        request: impl Serialize,
+        auth_jwt: Option<&str>,
+    ) -> Result<Value, CallError> {
         self.envelope_traced(method, request, auth_jwt).await.1
     }
 
@@ -196,20 +203,24 @@ impl Client {
     async fn envelope_traced(
         &self,
         method: &str,
-        request: Value,
+        request: impl Serialize,
         auth_jwt: Option<&str>,
     ) -> (String, Result<Value, CallError>) {
         let correlation_id = uuid::Uuid::new_v4().to_string();
-        let mut envelope = json!({
-            "method": method,
-            "request": request,
-            "response": null,
-            "correlation": { "id": correlation_id, "phase": "request" },
-        });
-        if let Some(jwt) = auth_jwt {
-            envelope["authInfo"] = json!({ "jwt": jwt });
-        }
-        let answered = match self.post_answer(serde_json::to_vec(&envelope).expect("JSON serializes")).await {
+        let envelope = RequestEnvelope {
+            auth_info: auth_jwt.map(|jwt| AuthInfo { jwt }),
+            correlation: Correlation { id: &correlation_id, phase: "request" },
+            method,
+            request,
+            response: (),
+        };
+        let body = match serde_json::to_vec(&envelope) {
+            Ok(body) => body,
+            Err(error) => {
+                return (correlation_id, Err(CallError::Transport(format!("the request cannot be sent: {error}"))));
+            }
+        };
+        let answered = match self.post_answer(body).await {
             Ok(answered) => answered,
             Err(error) => return (correlation_id, Err(error)),
         };
@@ -224,24 +235,57 @@ impl Client {
         (request_id, answer)
     }
 
-    /// Fires `method` and answers `response`, or the typed error.
-    pub async fn call(&self, method: &str, request: Value) -> Result<Value, CallError> {
+    /// Fires `method` and answers `response` as a value, or the typed error.
+    pub async fn call(&self, method: &str, request: impl Serialize) -> Result<Value, CallError> {
+        self.call_traced(method, request).await.1
+    }
+
+    /// [`Client::call`], with the response read as `A` (an answer shape of `api::wire::answers`).
+    pub async fn call_as<A: DeserializeOwned>(&self, method: &str, request: impl Serialize) -> Result<A, CallError> {
         self.call_traced(method, request).await.1
     }
 
     /// [`Client::call`], with the request id of the call (see [`Client::envelope_traced`]): the id
     /// of the controller's log lines of it.
-    pub async fn call_traced(&self, method: &str, request: Value) -> (String, Result<Value, CallError>) {
+    /// The response is read as `A`: `Value`, or an answer shape of `api::wire::answers`.
+    pub async fn call_traced<A: DeserializeOwned>(
+        &self,
+        method: &str,
+        request: impl Serialize,
+    ) -> (String, Result<A, CallError>) {
         let (request_id, answer) = self.envelope_traced(method, request, None).await;
-        let answered = answer.and_then(|answer| match answer.get("error").filter(|error| !error.is_null()) {
+        let answered = answer.and_then(|mut answer| match answer.get("error").filter(|error| !error.is_null()) {
             Some(error) => Err(CallError::Typed(TypedError {
                 text: error["text"].as_str().unwrap_or("").to_owned(),
                 data: error["data"].clone(),
             })),
-            None => Ok(answer["response"].clone()),
+            None => serde_json::from_value(answer["response"].take())
+                .map_err(|error| CallError::Transport(format!("the answer of {method} cannot be read: {error}"))),
         });
         (request_id, answered)
     }
+}
+
+/// The request envelope, its members sorted by name.
+#[derive(Serialize)]
+struct RequestEnvelope<'a, R> {
+    #[serde(rename = "authInfo", skip_serializing_if = "Option::is_none")]
+    auth_info: Option<AuthInfo<'a>>,
+    correlation: Correlation<'a>,
+    method: &'a str,
+    request: R,
+    response: (),
+}
+
+#[derive(Serialize)]
+struct AuthInfo<'a> {
+    jwt: &'a str,
+}
+
+#[derive(Serialize)]
+struct Correlation<'a> {
+    id: &'a str,
+    phase: &'static str,
 }
 
 /// What came back for one request.

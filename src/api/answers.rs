@@ -1,12 +1,13 @@
-//! Every answer's wire JSON, built in one place from the domain's typed answers: the `response`
-//! object of each method. Absent optional members stay absent (a registration without
+//! Every answer, written from the domain's typed answers through its shape in
+//! `api::wire::answers`: the `response` object of each method, serialized once into the text the
+//! envelope carries. Absent optional members stay absent (a registration without
 //! `capabilities`), `null` members are written as `null`.
 //!
 //! The three answers that show a secret (a node bearer, a relay bearer, a connection token) are
 //! those that issue it; the secret values of `resolveRuntimeSecretBindings` go to the node's
 //! current session only. No other answer carries one.
 
-use crate::contract::DigestedRecord;
+use super::wire::answers::{self as shape, *};
 use crate::contract::assignment::RuntimeAssignment;
 use crate::contract::designation::ClusterIngressDesignation;
 use crate::contract::inventory::ServiceRuntimeSpec;
@@ -14,7 +15,7 @@ use crate::contract::network::RuntimeNetworkProjection;
 use crate::contract::registration::CLUSTER_INGRESS_PROTOCOL;
 use crate::contract::service_status::ServiceRuntimeStatus;
 use crate::contract::session::RuntimeSessionReference;
-use crate::contract::signing::{Signed, encode_public_key, key_id, signed_to_value};
+use crate::contract::signing::{Signed, encode_public_key, key_id};
 use crate::domain::ControllerSigningKey;
 use crate::domain::designation::{DesignationAnswer, DesignationPage};
 use crate::domain::inventory::{NodeListing, NodePut};
@@ -22,326 +23,358 @@ use crate::domain::projections::NodeProjection;
 use crate::domain::registration::{RegistrationAccepted, RegistrationPage};
 use crate::domain::relays::{ClusterRelays, RelayConnected, RelayCredentialIssued, RelayHeartbeatAnswer};
 use crate::domain::secrets::Bearer;
-use crate::domain::storage_claims::ClaimListing;
+use crate::domain::storage_claims::ClaimListing as Listing;
 use crate::store::network::StoredNetworkPlan;
 use crate::store::registrations::StoredIngressRegistration;
 use crate::store::relays::{StoredRelayConnection, StoredRouteTable};
-use crate::store::{StoredCluster, StoredNode, StoredOrganization};
-use serde_json::{Value, json};
+use crate::store::{StoredCluster, StoredOrganization};
+use serde::Serialize;
+use serde_json::value::RawValue;
 
-fn cluster_json(stored: &StoredCluster) -> Value {
-    let mut cluster = serde_json::to_value(&stored.cluster).expect("clusters serialize");
-    cluster["revision"] = json!(stored.revision);
-    cluster
-}
+/// An answer's text, as the envelope carries it.
+pub type Written = Box<RawValue>;
 
-fn node_json(stored: &StoredNode) -> Value {
-    serde_json::to_value(&stored.node).expect("nodes serialize")
+/// The text of `answer`.
+///
+/// Every object of an answer has its members sorted by name; in debug builds this checks it, so
+/// a shape whose fields are out of order fails every test that meets its answer.
+///
+/// # Panics
+/// Never for the shapes of `wire::answers`, whose members are `Serialize` values with string keys.
+pub fn written(answer: &impl Serialize) -> Written {
+    let text = serde_json::value::to_raw_value(answer).expect("answers serialize");
+    debug_assert_eq!(
+        text.get(),
+        serde_json::from_str::<serde_json::Value>(text.get()).map(|value| value.to_string()).unwrap_or_default(),
+        "an answer's members are sorted by name"
+    );
+    text
 }
 
 /// `{ organization }` (`putOrganization`, `getOrganization`).
-pub fn organization(stored: &StoredOrganization) -> Value {
-    json!({ "organization": stored.organization })
+pub fn organization(stored: &StoredOrganization) -> Written {
+    written(&OrganizationAnswer { organization: &stored.organization })
+}
+
+type WrittenCluster<'a> = Sorted<Revised<&'a crate::contract::inventory::ClusterSpec, u64>>;
+
+fn revised(stored: &StoredCluster) -> Revised<&crate::contract::inventory::ClusterSpec, u64> {
+    Revised { record: &stored.cluster, revision: stored.revision }
 }
 
 /// `{ cluster }` with its `revision`.
-pub fn cluster(stored: &StoredCluster) -> Value {
-    json!({ "cluster": cluster_json(stored) })
+pub fn cluster(stored: &StoredCluster) -> Written {
+    written(&ClusterAnswer { cluster: Sorted(revised(stored)) })
 }
 
 /// `{ clusters }`.
-pub fn clusters(stored: &[StoredCluster]) -> Value {
-    json!({ "clusters": stored.iter().map(cluster_json).collect::<Vec<_>>() })
+pub fn clusters(stored: &[StoredCluster]) -> Written {
+    let clusters: Vec<WrittenCluster<'_>> = stored.iter().map(|stored| Sorted(revised(stored))).collect();
+    written(&ClustersAnswer { clusters })
 }
 
-/// `{ node, bearer | null }`: the one answer that shows a node bearer; it is issued here and
+/// `{ bearer | null, node }`: the one answer that shows a node bearer; it is issued here and
 /// stored only hashed.
-pub fn node_put(put: &NodePut) -> Value {
-    json!({ "node": node_json(&put.node), "bearer": put.bearer.as_ref().map(Bearer::expose) })
+pub fn node_put(put: &NodePut) -> Written {
+    written(&NodePutAnswer { bearer: put.bearer.as_ref().map(Bearer::expose), node: Sorted(&put.node.node) })
 }
 
-/// A node as `listClusterNodes` lists it: `{ id, hostAddresses, session | null, connected }`.
-fn node_summary_json(listing: &NodeListing) -> Value {
-    json!({
-        "id": listing.node.node.id,
-        "hostAddresses": listing.node.node.host_addresses,
-        "session": listing.status.session.as_ref().map(RuntimeSessionReference::to_value),
-        "connected": listing.status.connected,
-    })
+/// A node as `listClusterNodes` lists it, with the runtime namespace for `getClusterNode`; never
+/// the bearer or its hash.
+fn node_summary(listing: &NodeListing, with_namespace: bool) -> impl Serialize + '_ {
+    let node = &listing.node.node;
+    NodeSummary {
+        connected: listing.status.connected,
+        host_addresses: &node.host_addresses,
+        id: &node.id,
+        runtime_namespace: with_namespace.then_some(&node.runtime_namespace),
+        session: listing.status.session.as_ref().map(Sorted),
+    }
 }
 
-/// `{ nodes: [{ id, hostAddresses, session | null, connected }] }`.
-pub fn nodes(listed: &[NodeListing]) -> Value {
-    json!({ "nodes": listed.iter().map(node_summary_json).collect::<Vec<_>>() })
+/// `{ nodes }`.
+pub fn nodes(listed: &[NodeListing]) -> Written {
+    written(&NodesAnswer { nodes: listed.iter().map(|listing| node_summary(listing, false)).collect::<Vec<_>>() })
 }
 
-/// `{ node: { id, runtimeNamespace, hostAddresses, session | null, connected } }`: the summary
-/// `listClusterNodes` lists, with the runtime namespace; never the bearer or its hash.
-pub fn node(listing: &NodeListing) -> Value {
-    let mut node = node_summary_json(listing);
-    node["runtimeNamespace"] = json!(listing.node.node.runtime_namespace);
-    json!({ "node": node })
+/// `{ node }`: the summary `listClusterNodes` lists, with the runtime namespace.
+pub fn node(listing: &NodeListing) -> Written {
+    written(&NodeAnswer { node: node_summary(listing, true) })
 }
 
 /// `{ spec }`.
-pub fn spec(spec: &ServiceRuntimeSpec) -> Value {
-    json!({ "spec": spec })
+pub fn spec(spec: &ServiceRuntimeSpec) -> Written {
+    written(&SpecAnswer { spec: Sorted(spec) })
 }
 
 /// `{ status }`.
-pub fn status(status: &ServiceRuntimeStatus) -> Value {
-    json!({ "status": status.to_value() })
+pub fn status(status: &ServiceRuntimeStatus) -> Written {
+    written(&StatusAnswer { status: Sorted(status) })
 }
 
 /// `{ statuses }`.
-pub fn statuses(statuses: &[ServiceRuntimeStatus]) -> Value {
-    json!({ "statuses": statuses.iter().map(ServiceRuntimeStatus::to_value).collect::<Vec<_>>() })
+pub fn statuses(statuses: &[ServiceRuntimeStatus]) -> Written {
+    written(&StatusesAnswer { statuses: statuses.iter().map(Sorted).collect::<Vec<_>>() })
 }
 
 /// `{ plan, protectedAuthority }`: the address plan with its digest and the cluster's protected
 /// authority, both `null` when the cluster has no plan.
-pub fn network_plan(stored: Option<&StoredNetworkPlan>) -> Value {
-    json!({
-        "plan": stored.map(|stored| stored.plan.to_value()),
-        "protectedAuthority": stored.map(|stored| stored.authority.to_value()),
+pub fn network_plan(stored: Option<&StoredNetworkPlan>) -> Written {
+    written(&NetworkPlanAnswer {
+        plan: stored.map(|stored| Sorted(&stored.plan)),
+        protected_authority: stored.map(|stored| Sorted(&stored.authority)),
     })
 }
 
-/// One claim as `listRuntimeLocalStorageClaims` lists it: `{ claim, issuedAt, node: { generation,
-/// status, state, answeredAt } | null, faults: { count, last: { fault, at } | null }, resolution:
-/// { decision, at } | null }` — the head generation with its faults and decision, and the node's
-/// latest answer to any generation of the claim.
-fn claim_listing_json(listing: &ClaimListing) -> Value {
+/// One claim as `listRuntimeLocalStorageClaims` lists it.
+fn claim_listing(listing: &Listing) -> impl Serialize + '_ {
     let head = &listing.head;
-    json!({
-        "claim": serde_json::to_value(&head.signed.payload).expect("claims serialize"),
-        "issuedAt": head.issued_at,
-        "node": listing.last_answer.as_ref().map(|last| json!({
-            "generation": last.generation,
-            "status": last.answer.status,
-            "state": last.answer.state,
-            "answeredAt": last.answer.answered_at,
-        })),
-        "faults": {
-            "count": head.fault_count,
-            "last": head.last_fault.as_ref().map(|fault| json!({ "fault": fault.fault, "at": fault.at })),
+    ClaimListing {
+        claim: Sorted(&head.signed.payload),
+        faults: ClaimFaults {
+            count: head.fault_count,
+            last: head.last_fault.as_ref().map(|fault| ClaimFault { at: fault.at, fault: &fault.fault }),
         },
-        "resolution": head.resolution.as_ref().map(|resolution| json!({
-            "decision": resolution.decision, "at": resolution.at,
-        })),
-    })
+        issued_at: head.issued_at,
+        node: listing.last_answer.as_ref().map(|last| ClaimNodeAnswer {
+            answered_at: last.answer.answered_at,
+            generation: last.generation,
+            state: &last.answer.state,
+            status: &last.answer.status,
+        }),
+        resolution: head
+            .resolution
+            .as_ref()
+            .map(|resolution| ClaimResolution { at: resolution.at, decision: &resolution.decision }),
+    }
 }
 
 /// `{ claims }` (`listRuntimeLocalStorageClaims`).
-pub fn claims(listed: &[ClaimListing]) -> Value {
-    json!({ "claims": listed.iter().map(claim_listing_json).collect::<Vec<_>>() })
+pub fn claims(listed: &[Listing]) -> Written {
+    written(&ClaimsAnswer { claims: listed.iter().map(claim_listing).collect::<Vec<_>>() })
 }
 
 /// `{ claim }` (`resolveRuntimeLocalStorageClaim`): the claim's listing after the decision.
-pub fn claim(listing: &ClaimListing) -> Value {
-    json!({ "claim": claim_listing_json(listing) })
+pub fn claim(listing: &Listing) -> Written {
+    written(&ClaimAnswer { claim: claim_listing(listing) })
 }
 
 /// `{ deleted: true }`.
-pub fn deleted() -> Value {
-    json!({ "deleted": true })
+pub fn deleted() -> Written {
+    written(&DeletedAnswer { deleted: true })
 }
 
-/// `{ designation, spec, replayed }`.
-pub fn designated(answer: &DesignationAnswer) -> Value {
-    json!({ "designation": answer.designation.to_value(), "spec": answer.spec, "replayed": answer.replayed })
+/// `{ designation, replayed, spec }`.
+pub fn designated(answer: &DesignationAnswer) -> Written {
+    written(&DesignatedAnswer {
+        designation: Sorted(&answer.designation),
+        replayed: answer.replayed,
+        spec: Sorted(&answer.spec),
+    })
 }
 
 /// `{ designation | null }`.
-pub fn designation(designation: Option<&ClusterIngressDesignation>) -> Value {
-    json!({ "designation": designation.map(DigestedRecord::to_value) })
+pub fn designation(designation: Option<&ClusterIngressDesignation>) -> Written {
+    written(&shape::DesignationAnswer { designation: designation.map(Sorted) })
 }
 
 /// `{ designations, nextGeneration }`.
-pub fn designations(page: &DesignationPage) -> Value {
-    let designations: Vec<Value> = page.designations.iter().map(DigestedRecord::to_value).collect();
-    json!({ "designations": designations, "nextGeneration": page.next_generation })
+pub fn designations(page: &DesignationPage) -> Written {
+    written(&DesignationsAnswer {
+        designations: page.designations.iter().map(Sorted).collect::<Vec<_>>(),
+        next_generation: page.next_generation,
+    })
 }
 
-/// `{ accepted: true, revision, protocol }` with the controller's own offer.
-pub fn registered(accepted: &RegistrationAccepted) -> Value {
-    json!({ "accepted": true, "revision": accepted.route_table_revision, "protocol": CLUSTER_INGRESS_PROTOCOL })
+/// `{ accepted: true, protocol, revision }` with the controller's own offer.
+pub fn registered(accepted: &RegistrationAccepted) -> Written {
+    written(&RegisteredAnswer {
+        accepted: true,
+        protocol: Sorted(&CLUSTER_INGRESS_PROTOCOL),
+        revision: accepted.route_table_revision,
+    })
 }
 
-/// The wire form of a recorded registration; `capabilities` is absent when the ingress sent none.
-fn registration_json(stored: &StoredIngressRegistration) -> Value {
+/// A recorded registration; `capabilities` is absent when the ingress sent none.
+fn registration(stored: &StoredIngressRegistration) -> Registration<'_> {
     let registration = &stored.registration;
-    let mut value = json!({
-        "id": registration.id,
-        "sequence": stored.sequence,
-        "clusterId": registration.cluster_id,
-        "nodeId": registration.node_id,
-        "version": registration.version,
-        "protocolVersion": registration.protocol_version,
-        "relayConnection": {
-            "id": registration.relay.id,
-            "relayId": registration.relay.relay_id,
-            "epoch": registration.relay.epoch,
+    Registration {
+        assignment: Sorted(&registration.assignment),
+        capabilities: registration.capabilities.as_deref(),
+        cluster_id: &registration.cluster_id,
+        designation: Sorted(&registration.designation),
+        id: &registration.id,
+        node_id: &registration.node_id,
+        protocol_version: registration.protocol_version,
+        registered_at: registration.registered_at,
+        relay_connection: RegistrationRelay {
+            epoch: registration.relay.epoch,
+            id: &registration.relay.id,
+            relay_id: &registration.relay.relay_id,
         },
-        "designation": registration.designation,
-        "assignment": registration.assignment,
-        "session": { "id": registration.session.id, "generation": registration.session.generation },
-        "registeredAt": registration.registered_at,
-    });
-    if let Some(capabilities) = &registration.capabilities {
-        value["capabilities"] = json!(capabilities);
+        sequence: stored.sequence,
+        session: RegistrationSession { generation: registration.session.generation, id: &registration.session.id },
+        version: &registration.version,
     }
-    value
 }
 
-/// `{ registrations, nextBefore }`.
-pub fn registrations(page: &RegistrationPage) -> Value {
-    let registrations: Vec<Value> = page.registrations.iter().map(registration_json).collect();
-    json!({ "registrations": registrations, "nextBefore": page.next_before })
-}
-
-/// The wire form of a relay connection: `{ id, clusterId, relayId, epoch }`.
-fn connection_json(connection: &StoredRelayConnection) -> Value {
-    json!({
-        "id": connection.id,
-        "clusterId": connection.cluster_id,
-        "relayId": connection.relay_id,
-        "epoch": connection.epoch,
+/// `{ nextBefore, registrations }`.
+pub fn registrations(page: &RegistrationPage) -> Written {
+    written(&RegistrationsAnswer {
+        next_before: page.next_before,
+        registrations: page.registrations.iter().map(registration).collect::<Vec<_>>(),
     })
 }
 
-/// `{ relay: { clusterId, relayId, origin }, bearer }`: the one answer that shows a relay
-/// bearer; it is issued here and stored only hashed.
-pub fn relay_credential(issued: &RelayCredentialIssued) -> Value {
+/// A relay connection: `{ clusterId, epoch, id, relayId }`.
+fn connection(connection: &StoredRelayConnection) -> RelayConnection<&crate::contract::Id, u64> {
+    RelayConnection {
+        cluster_id: &connection.cluster_id,
+        epoch: connection.epoch,
+        id: &connection.id,
+        relay_id: &connection.relay_id,
+    }
+}
+
+/// `{ bearer, relay }`: the one answer that shows a relay bearer; it is issued here and stored
+/// only hashed.
+pub fn relay_credential(issued: &RelayCredentialIssued) -> Written {
     let relay = &issued.relay;
-    json!({
-        "relay": { "clusterId": relay.cluster_id, "relayId": relay.relay_id, "origin": relay.origin },
-        "bearer": issued.bearer.expose(),
+    written(&RelayCredentialAnswer {
+        bearer: issued.bearer.expose(),
+        relay: RelayCredentialRelay {
+            cluster_id: relay.cluster_id.as_str(),
+            origin: relay.origin.as_str(),
+            relay_id: relay.relay_id.as_str(),
+        },
     })
 }
 
-/// `{ relays: [{ relayId, credential: { generation }, connections: [{ id, epoch, lastSeenAt,
-/// elected }] }], truncated }` of `listClusterRelays`: stored facts and the election, never a
+/// `{ relays, truncated }` of `listClusterRelays`: stored facts and the election, never a
 /// bearer, token or hash.
-pub fn relays(listed: &ClusterRelays) -> Value {
-    let relays: Vec<Value> = listed
+pub fn relays(listed: &ClusterRelays) -> Written {
+    let relays: Vec<_> = listed
         .relays
         .iter()
-        .map(|relay| {
-            let connections: Vec<Value> = relay
+        .map(|relay| ListedRelay {
+            connections: relay
                 .connections
                 .iter()
-                .map(|connection| {
-                    json!({
-                        "id": connection.id,
-                        "epoch": connection.epoch,
-                        "lastSeenAt": connection.last_seen_ms,
-                        "elected": connection.elected,
-                    })
+                .map(|connection| ListedRelayConnection {
+                    elected: connection.elected,
+                    epoch: connection.epoch,
+                    id: &connection.id,
+                    last_seen_at: connection.last_seen_ms,
                 })
-                .collect();
-            json!({
-                "relayId": relay.relay_id,
-                "credential": { "generation": relay.credential_generation },
-                "connections": connections,
-            })
+                .collect::<Vec<_>>(),
+            credential: ListedRelayCredential { generation: relay.credential_generation },
+            relay_id: &relay.relay_id,
         })
         .collect();
-    json!({ "relays": relays, "truncated": listed.truncated })
+    written(&RelaysAnswer { relays, truncated: listed.truncated })
 }
 
-/// `{ connection, token, leaseMs }`: the one answer that shows a connection token; it is stored
+/// `{ connection, leaseMs, token }`: the one answer that shows a connection token; it is stored
 /// only hashed.
-pub fn relay_connected(connected: &RelayConnected) -> Value {
-    json!({
-        "connection": connection_json(&connected.connection),
-        "token": connected.token.expose(),
-        "leaseMs": connected.lease_ms,
+pub fn relay_connected(connected: &RelayConnected) -> Written {
+    written(&RelayConnectedAnswer {
+        connection: connection(&connected.connection),
+        lease_ms: connected.lease_ms,
+        token: connected.token.expose(),
     })
 }
 
 /// `{ connection, leaseMs }`.
-pub fn relay_heartbeat(answer: &RelayHeartbeatAnswer) -> Value {
-    json!({ "connection": connection_json(&answer.connection), "leaseMs": answer.lease_ms })
+pub fn relay_heartbeat(answer: &RelayHeartbeatAnswer) -> Written {
+    written(&shape::RelayHeartbeatAnswer { connection: connection(&answer.connection), lease_ms: answer.lease_ms })
 }
 
 /// `{ table }`: `IClusterIngressRouteTable` or `null`. Routes are sorted by hostname, each
 /// route's backends by lease id.
-pub fn route_table(table: Option<&StoredRouteTable>) -> Value {
-    let table = table.map(|table| {
-        let routes: Vec<Value> = table
+pub fn route_table(table: Option<&StoredRouteTable>) -> Written {
+    let table = table.map(|table| RouteTable {
+        cluster_id: &table.cluster_id,
+        revision: table.revision,
+        routes: table
             .routes
             .iter()
-            .map(|route| {
-                json!({
-                    "hostname": route.hostname,
-                    "serviceId": route.service_id,
-                    "protocol": route.protocol.as_str(),
-                    "port": route.port,
-                    "backends": table.backends.iter().filter(|backend| backend.hostname == route.hostname).map(|backend| json!({
-                        "leaseId": backend.lease_id,
-                        "address": backend.address,
-                        "port": backend.port,
-                    })).collect::<Vec<_>>(),
-                })
+            .map(|route| Route {
+                backends: table
+                    .backends
+                    .iter()
+                    .filter(|backend| backend.hostname == route.hostname)
+                    .map(|backend| Backend {
+                        address: &backend.address,
+                        lease_id: &backend.lease_id,
+                        port: backend.port,
+                    })
+                    .collect::<Vec<_>>(),
+                hostname: &route.hostname,
+                port: route.port,
+                protocol: route.protocol.as_str(),
+                service_id: &route.service_id,
             })
-            .collect();
-        json!({ "clusterId": table.cluster_id, "revision": table.revision, "routes": routes })
+            .collect::<Vec<_>>(),
     });
-    json!({ "table": table })
+    written(&RouteTableAnswer { table })
 }
 
-/// `{ keys: [{ keyId, algorithm: "ed25519", publicKey, activeSince, retiredAt }] }`.
-pub fn signing_keys(keys: &[ControllerSigningKey]) -> Value {
-    let keys: Vec<Value> = keys
+/// `{ keys: [{ activeSince, algorithm: "ed25519", keyId, publicKey, retiredAt }] }`.
+pub fn signing_keys(keys: &[ControllerSigningKey]) -> Written {
+    let keys: Vec<_> = keys
         .iter()
-        .map(|key| {
-            json!({
-                "keyId": key_id(&key.public_key),
-                "algorithm": "ed25519",
-                "publicKey": encode_public_key(&key.public_key),
-                "activeSince": key.active_since,
-                "retiredAt": key.retired_at,
-            })
+        .map(|key| PublishedKey {
+            active_since: key.active_since,
+            algorithm: "ed25519".to_owned(),
+            key_id: key_id(&key.public_key),
+            public_key: encode_public_key(&key.public_key),
+            retired_at: key.retired_at,
         })
         .collect();
-    json!({ "keys": keys })
+    written(&SigningKeysAnswer { keys })
 }
 
-/// `{ version, profile, controllerId }`.
-pub fn controller_version(version: &crate::domain::version::ControllerVersion) -> Value {
-    json!({ "version": version.version, "profile": version.profile, "controllerId": version.controller_id.as_str() })
+/// `{ controllerId, profile, version }`.
+pub fn controller_version(version: &crate::domain::version::ControllerVersion) -> Written {
+    written(&ControllerVersionAnswer {
+        controller_id: &version.controller_id,
+        profile: version.profile,
+        version: version.version,
+    })
 }
 
 /// `{ session }`.
-pub fn session(session: &RuntimeSessionReference) -> Value {
-    json!({ "session": session.to_value() })
+pub fn session(session: &RuntimeSessionReference) -> Written {
+    written(&SessionAnswer { session: Sorted(session) })
 }
 
 /// `{ assignments }`, each signed.
-pub fn assignments(assignments: &[Signed<RuntimeAssignment>]) -> Value {
-    json!({ "assignments": assignments.iter().map(signed_to_value).collect::<Vec<_>>() })
+pub fn assignments(assignments: &[Signed<RuntimeAssignment>]) -> Written {
+    written(&AssignmentsAnswer { assignments: assignments.iter().map(Sorted).collect::<Vec<_>>() })
 }
 
 /// `{ values: [{ name, value }] }`: the one answer that carries secret values, to the node's
 /// current session only.
-pub fn secret_values(values: &[(String, Bearer)]) -> Value {
-    let values: Vec<Value> =
-        values.iter().map(|(name, value)| json!({ "name": name, "value": value.expose() })).collect();
-    json!({ "values": values })
+pub fn secret_values(values: &[(String, Bearer)]) -> Written {
+    written(&SecretValuesAnswer {
+        values: values.iter().map(|(name, value)| SecretValue { name, value: value.expose() }).collect::<Vec<_>>(),
+    })
 }
 
 /// `{ projection: ISigned<IRuntimeNetworkProjection> | null }`.
-pub fn projection(projection: Option<&Signed<RuntimeNetworkProjection>>) -> Value {
-    json!({ "projection": projection.map(signed_to_value) })
+pub fn projection(projection: Option<&Signed<RuntimeNetworkProjection>>) -> Written {
+    written(&ProjectionAnswer { projection: projection.map(Sorted) })
 }
 
-/// `{ projection: ISigned<IRuntimeNetworkProjection> | null, applied: IRuntimeAuthorityReference | null }`.
-pub fn node_projection(answer: &NodeProjection) -> Value {
-    json!({ "projection": answer.projection.as_ref().map(signed_to_value), "applied": answer.applied })
+/// `{ applied: IRuntimeAuthorityReference | null, projection: ISigned<IRuntimeNetworkProjection> | null }`.
+pub fn node_projection(answer: &NodeProjection) -> Written {
+    written(&NodeProjectionAnswer {
+        applied: answer.applied.as_ref().map(Sorted),
+        projection: answer.projection.as_ref().map(Sorted),
+    })
 }
 
 /// `{ recorded: true }`.
-pub fn recorded() -> Value {
-    json!({ "recorded": true })
+pub fn recorded() -> Written {
+    written(&RecordedAnswer { recorded: true })
 }

@@ -19,14 +19,15 @@ use super::{Limits, answers};
 use crate::domain::identity::{Access, Caller};
 use crate::domain::relays::RelayPrincipal;
 use crate::domain::{Controller, DomainError};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-/// A handler's answer: the response object, or the error.
-pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<Value, ApiError>> + Send + 'a>>;
+/// A handler's answer: the response object's text, or the error.
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<answers::Written, ApiError>> + Send + 'a>>;
 
 /// The handler of a node method: the socket the request came on and the request object.
 pub type NodeHandler = for<'a> fn(&'a Controller, &'a NodeSocket, &'a Request) -> Answer<'a>;
@@ -109,7 +110,9 @@ macro_rules! method {
     ) => {
         Method {
             name: $name,
-            principal: Principal::$principal($(Access::$access,)? |$($argument),*| Box::pin(async move $body)),
+            principal: Principal::$principal($(Access::$access,)? |$($argument),*| {
+                Box::pin(async move $body)
+            }),
             timeout: method!(@timeout $($timeout)?),
         }
     };
@@ -435,7 +438,7 @@ impl Method {
         transport: Transport<'_>,
         request: Result<&Value, TextRule>,
         auth_jwt: Option<&str>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Box<RawValue>, ApiError> {
         let answer = self.answer(controller, transport, request, auth_jwt).await;
         if let Err(error) = &answer {
             error.log_cause();
@@ -449,7 +452,7 @@ impl Method {
         transport: Transport<'_>,
         request: Result<&Value, TextRule>,
         auth_jwt: Option<&str>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Box<RawValue>, ApiError> {
         let socket = match transport {
             Transport::Socket(socket) => Some(socket),
             Transport::Http if self.principal.socket_only() => return Err(DomainError::PrincipalRefused.into()),
@@ -505,7 +508,8 @@ pub async fn call(controller: &Controller, method: &str, request: &Value) -> Res
 
 /// Answers one call of `method` as `POST /typedrequest` does once the envelope is read:
 /// `request` is its `request` member, `auth_jwt` its `authInfo.jwt`. An unknown method is
-/// `unknown-method`.
+/// `unknown-method`. The answer is read back into a value for the in-process callers (the
+/// console and the tests).
 pub async fn call_with_auth(
     controller: &Controller,
     method: &str,
@@ -513,7 +517,8 @@ pub async fn call_with_auth(
     auth_jwt: Option<&str>,
 ) -> Result<Value, ApiError> {
     let method = find(method).ok_or_else(ApiError::unknown_method)?;
-    method.call(controller, Transport::Http, Ok(request), auth_jwt).await
+    let answer = method.call(controller, Transport::Http, Ok(request), auth_jwt).await?;
+    Ok(serde_json::from_str(answer.get()).expect("an answer is JSON"))
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use error::ApiError;
 use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,7 +123,7 @@ pub fn request_span(kind: &'static str, request_id: &str, principal: Option<&str
 /// Logs what a successful administrator write changed: the method and, of its answer, the
 /// members that name records and their new revisions or generations (ids, revision,
 /// generation; never a bearer or another member).
-fn log_write(method: &methods::Method, response: &Value) {
+fn log_write(method: &methods::Method, response: &RawValue) {
     use crate::domain::identity::Access;
     if !matches!(method.principal, methods::Principal::Administrator(Access::Admin | Access::Designate, _))
         || !tracing::enabled!(tracing::Level::INFO)
@@ -154,8 +156,9 @@ fn log_write(method: &methods::Method, response: &Value) {
             }
         }
     }
+    let Ok(response) = serde_json::from_str::<Value>(response.get()) else { return };
     let mut changed = Vec::new();
-    collect("", response, 0, &mut changed);
+    collect("", &response, 0, &mut changed);
     tracing::info!(method = method.name, changed = %changed.join(" "), "record written");
 }
 
@@ -306,23 +309,42 @@ async fn answer_typed_request(
 }
 
 /// The answer envelope: the method, the correlation with `phase: "response"`, and either the
-/// response or the error. The request is not echoed: it may carry an identity token, and no
-/// answer carries a token. Unknown envelope keys are not echoed either.
-pub fn answer_envelope(method: &str, mut correlation: Map<String, Value>, outcome: Result<Value, ApiError>) -> Value {
-    correlation.insert("phase".to_owned(), Value::String("response".to_owned()));
-    match outcome {
-        Ok(response) => json!({
-            "method": method,
-            "request": null,
-            "response": response,
-            "correlation": correlation,
-        }),
-        Err(error) => json!({
-            "method": method,
-            "request": null,
-            "response": null,
-            "error": { "text": error.text, "data": error.data },
-            "correlation": correlation,
-        }),
+/// response or the error, its members sorted by name as the wire has them. The request is not
+/// echoed: it may carry an identity token, and no answer carries a token. Unknown envelope keys
+/// are not echoed either.
+#[derive(Serialize)]
+pub struct AnswerEnvelope<'a> {
+    correlation: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<EnvelopeError>,
+    method: &'a str,
+    request: (),
+    response: Option<Box<RawValue>>,
+}
+
+/// The `error` of an [`AnswerEnvelope`].
+#[derive(Serialize)]
+struct EnvelopeError {
+    data: Value,
+    text: String,
+}
+
+impl std::fmt::Display for AnswerEnvelope<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
     }
+}
+
+/// The [`AnswerEnvelope`] of `outcome`.
+pub fn answer_envelope(
+    method: &str,
+    mut correlation: Map<String, Value>,
+    outcome: Result<Box<RawValue>, ApiError>,
+) -> AnswerEnvelope<'_> {
+    correlation.insert("phase".to_owned(), Value::String("response".to_owned()));
+    let (response, error) = match outcome {
+        Ok(response) => (Some(response), None),
+        Err(error) => (None, Some(EnvelopeError { data: error.data, text: error.text })),
+    };
+    AnswerEnvelope { correlation, error, method, request: (), response }
 }

@@ -75,7 +75,7 @@ pub async fn typed_socket(State(state): State<AppState>, upgrade: WebSocketUpgra
         .on_upgrade(move |socket| slot.hold_while(serve_socket(socket, state)))
 }
 
-fn text_frame(value: &Value) -> Message {
+fn text_frame(value: &impl std::fmt::Display) -> Message {
     Message::Text(value.to_string().into())
 }
 

@@ -13,9 +13,11 @@
 //! The contract records a request carries (a cluster, a node, a designation request…) keep their
 //! own readers in `contract`; the few the CLI assembles from answers have a writer shape here
 //! ([`DesignationRequest`], [`RuntimeReference`], [`Reference`]), held to the contract's reader by
-//! the same test.
+//! the same test. The answers' shapes are in [`answers`].
 
-use serde::Serialize;
+pub mod answers;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// One member of a request as the api reads it: its wire name and its value (`null` when a
@@ -65,7 +67,7 @@ macro_rules! shapes {
         $(optional { $($optional_field:ident: $optional_key:literal),* $(,)? })?
     ) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         pub struct $name<M> {
             $(
                 #[doc = concat!("`", $key, "`.")]
@@ -183,6 +185,16 @@ shapes! {
         expected_spec_revision: "expectedSpecRevision",
         expected_designation: "expectedDesignation",
     };
+}
+
+/// An administrator request with its `identity` beside its members.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WithIdentity<R, I> {
+    /// The request's members.
+    #[serde(flatten)]
+    pub request: R,
+    /// `identity`.
+    pub identity: I,
 }
 
 /// A request as the JSON value it is sent as.

@@ -14,6 +14,10 @@ use super::output::{self, DataFormat, OutputFormat, error_line, stderr_line, std
 use super::remembered::{DesignationKey, RememberedDesignations};
 use super::views::{self, View};
 use crate::api::methods::name;
+use crate::api::wire::answers::{
+    ClaimListingRead, ClaimsAnswer, ClusterAnswer, DesignationAnswer, NodeAnswer, NodeProjectionAnswer, NodePutAnswer,
+    NodeSummaryRead, OrganizationAnswer, Revised, SigningKeysAnswer, SpecAnswer,
+};
 use crate::api::wire::{self, NoMembers};
 use crate::client::{CallError, Client, TypedError};
 use crate::contract::network::RuntimeNetworkProjection;
@@ -25,6 +29,7 @@ use crate::domain::plan::claims::ClaimDecision;
 use crate::keys::ControllerKeys;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -769,20 +774,24 @@ impl Session {
 
     /// `method` as the identity's holder; `request` is the method's shape (`api::wire`), or a
     /// request file's content.
-    async fn call(&self, method: &str, request: impl Serialize) -> Result<Value, Outcome> {
-        let mut request = wire::to_request(&request);
-        request["identity"] = self.identity()?;
+    /// The answer is read as `A`: `Value`, or an answer shape of `api::wire::answers`.
+    async fn call<A: DeserializeOwned>(&self, method: &str, request: impl Serialize) -> Result<A, Outcome> {
+        let request = wire::WithIdentity { request, identity: self.identity()? };
         self.call_anonymous(method, request).await.map_err(Outcome::from)
     }
 
     /// `method` without an identity.
-    async fn call_anonymous(&self, method: &str, request: Value) -> Result<Value, Failed> {
+    async fn call_anonymous<A: DeserializeOwned>(&self, method: &str, request: impl Serialize) -> Result<A, Failed> {
         let (request_id, answer) = self.client.call_traced(method, request).await;
         answer.map_err(|error| Failed { error, request_id, endpoint: self.client.endpoint().to_owned() })
     }
 
     /// `method`'s answer, or `None` when the controller answers `not-found`.
-    async fn call_if_found(&self, method: &str, request: impl Serialize) -> Result<Option<Value>, Outcome> {
+    async fn call_if_found<A: DeserializeOwned>(
+        &self,
+        method: &str,
+        request: impl Serialize,
+    ) -> Result<Option<A>, Outcome> {
         match self.call(method, request).await {
             Ok(answer) => Ok(Some(answer)),
             Err(Outcome::Refused(error, _)) if error.code() == "not-found" => Ok(None),
@@ -859,7 +868,7 @@ pub fn run(command: AdminCommand, connection: &Connection) -> ExitCode {
 async fn version(session: &Session, output: ListOutput) -> Result<Answer, Outcome> {
     use crate::domain::version::{PROFILE, VERSION};
     let client = json!({ "component": "client", "version": VERSION, "profile": PROFILE, "controllerId": null });
-    let controller = match session.call_anonymous(name::GET_CONTROLLER_VERSION, wire::to_request(&NoMembers {})).await {
+    let controller: Value = match session.call_anonymous(name::GET_CONTROLLER_VERSION, NoMembers {}).await {
         Ok(answer) => answer,
         Err(failed) => {
             // The client's version is worth printing even when the controller cannot be asked.
@@ -1062,27 +1071,23 @@ async fn execute(command: AdminCommand, session: &Session) -> Result<Answer, Out
 
 /// `network projection`: the node's projection payload and application, verified on request.
 async fn node_projection(session: &Session, cluster: &str, node: &str, verify: bool) -> Result<Value, Outcome> {
-    let answer = session
+    let answer: NodeProjectionAnswer<Value, Value> = session
         .call(
             name::GET_RUNTIME_NETWORK_PROJECTION_FOR_NODE,
             wire::GetClusterNode { cluster_id: cluster, node_id: node },
         )
         .await?;
-    let signed = &answer["projection"];
-    let mut printed =
-        json!({ "projection": signed.get("payload").cloned().unwrap_or(Value::Null), "applied": answer["applied"] });
+    let signed = &answer.projection;
+    let payload = signed.get("payload").cloned().unwrap_or(Value::Null);
+    let mut printed = wire::to_request(&NodeProjectionAnswer { applied: &answer.applied, projection: payload });
     if verify {
         if signed.is_null() {
             return Err(anyhow::anyhow!("node {node} of cluster {cluster} has no projection to verify").into());
         }
-        let published = session.call(name::GET_CONTROLLER_SIGNING_KEYS, NoMembers {}).await?;
-        let keys: Vec<PublishedKey> = published["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|key| key["publicKey"].as_str().and_then(decode_public_key))
-            .map(PublishedKey::new)
-            .collect();
+        let published: SigningKeysAnswer<Vec<wire::answers::PublishedKey<String, Value, Value>>> =
+            session.call(name::GET_CONTROLLER_SIGNING_KEYS, NoMembers {}).await?;
+        let keys: Vec<PublishedKey> =
+            published.keys.iter().filter_map(|key| decode_public_key(&key.public_key)).map(PublishedKey::new).collect();
         let projection: RuntimeNetworkProjection = signing::verify(signed, &keys)
             .map_err(|error| anyhow::anyhow!("the projection does not verify: {error}"))?;
         if projection.generation == 1 {
@@ -1105,20 +1110,20 @@ async fn resolve_claim(
     generation: Option<u64>,
     decision: DecisionArg,
 ) -> Result<Value, Outcome> {
-    let listed = session.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, wire::OfCluster { cluster_id: cluster }).await?;
-    let current = listed["claims"]
-        .as_array()
+    let listed: ClaimsAnswer<Vec<ClaimListingRead>> =
+        session.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, wire::OfCluster { cluster_id: cluster }).await?;
+    let current = listed
+        .claims
         .into_iter()
-        .flatten()
-        .map(|listing| &listing["claim"])
-        .find(|listed| listed["id"] == claim)
+        .map(|listing| reference(listing.claim))
+        .find(|listed| listed.id == claim)
         .ok_or_else(|| anyhow::anyhow!("--id {claim}: cluster {cluster} has no such claim"))?;
     if let Some(generation) = generation
-        && current["generation"] != generation
+        && current.generation != generation
     {
         return Err(anyhow::anyhow!(
             "--generation {generation}: the claim's current generation is {}; list the claims again",
-            current["generation"]
+            current.generation
         )
         .into());
     }
@@ -1126,17 +1131,18 @@ async fn resolve_claim(
         DecisionArg::Purge => ClaimDecision::Purge,
         DecisionArg::Rebind => ClaimDecision::Rebind,
     };
-    let claim = reference(current);
+    let claim = wire::to_request(&current);
     let request = wire::ResolveRuntimeLocalStorageClaim { claim, decision: Value::from(decision.as_str()) };
     session.call(name::RESOLVE_RUNTIME_LOCAL_STORAGE_CLAIM, request).await
 }
 
-/// The `IRuntimeAuthorityReference` of a record the controller answered.
-fn reference(record: &Value) -> Value {
-    wire::to_request(&wire::Reference {
-        id: &record["id"],
-        generation: &record["generation"],
-        digest: &record["digest"],
+/// The `IRuntimeAuthorityReference` of a record the controller answered: its members of
+/// [`wire::Reference`] (`null` when absent, for the controller to name).
+fn reference(record: Value) -> wire::Reference<Value> {
+    serde_json::from_value(record).unwrap_or(wire::Reference {
+        id: Value::Null,
+        generation: Value::Null,
+        digest: Value::Null,
     })
 }
 
@@ -1206,16 +1212,13 @@ impl Inventory {
     }
 }
 
-/// What a put of `record` over `stored` (the controller's record, with its `revision` where it
-/// has one; `None` when absent) does: `created`, `updated` or `unchanged`.
+/// What a put of `record` over `stored` (the controller's record without the `revision` beside
+/// it, read through [`Revised`]; `None` when absent) does: `created`, `updated` or `unchanged`.
 fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
     match stored {
         None => "created",
-        Some(stored) => {
-            let mut stored = stored.clone();
-            stored.as_object_mut().map(|members| members.remove("revision"));
-            if &stored == record { "unchanged" } else { "updated" }
-        }
+        Some(stored) if stored == record => "unchanged",
+        Some(_) => "updated",
     }
 }
 
@@ -1224,23 +1227,29 @@ fn put_result(stored: Option<&Value>, record: &Value) -> &'static str {
 async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome> {
     let mut applied = Vec::new();
     for organization in inventory.organizations {
-        let stored = session
+        let stored: Option<OrganizationAnswer<Value>> = session
             .call_if_found(name::GET_ORGANIZATION, wire::GetOrganization { organization_id: &organization["id"] })
             .await?;
-        let result = put_result(stored.as_ref().map(|answer| &answer["organization"]), &organization);
+        let result = put_result(stored.as_ref().map(|answer| &answer.organization), &organization);
         if result != "unchanged" {
-            session.call(name::PUT_ORGANIZATION, wire::PutOrganization { organization: &organization }).await?;
+            session
+                .call::<Value>(name::PUT_ORGANIZATION, wire::PutOrganization { organization: &organization })
+                .await?;
         }
         applied.push(json!({ "organization": organization["id"], "result": result }));
     }
     for cluster in inventory.clusters {
-        let stored = session.call_if_found(name::GET_CLUSTER, wire::OfCluster { cluster_id: &cluster["id"] }).await?;
-        let stored = stored.map(|answer| answer["cluster"].clone());
-        let result = put_result(stored.as_ref(), &cluster);
+        let stored: Option<ClusterAnswer<Revised<Value, Value>>> =
+            session.call_if_found(name::GET_CLUSTER, wire::OfCluster { cluster_id: &cluster["id"] }).await?;
+        let stored = stored.map(|answer| answer.cluster);
+        let result = put_result(stored.as_ref().map(|stored| &stored.record), &cluster);
         if result != "unchanged" {
-            let expected_revision = stored.as_ref().map_or(Value::Null, |stored| stored["revision"].clone());
+            let expected_revision = stored.map_or(Value::Null, |stored| stored.revision);
             session
-                .call(name::PUT_CLUSTER, wire::PutCluster { cluster: &cluster, expected_revision: &expected_revision })
+                .call::<Value>(
+                    name::PUT_CLUSTER,
+                    wire::PutCluster { cluster: &cluster, expected_revision: &expected_revision },
+                )
                 .await?;
         }
         applied.push(json!({ "cluster": cluster["id"], "result": result }));
@@ -1250,10 +1259,11 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
     for entry in inventory.nodes {
         let rotate = entry.get("rotateCredential").and_then(Value::as_bool).unwrap_or(false);
         let request = wire::GetClusterNode { cluster_id: &entry["clusterId"], node_id: &entry["node"]["id"] };
-        let stored = session.call_if_found(name::GET_CLUSTER_NODE, request).await?.map(|answer| {
-            let node = &answer["node"];
-            let (namespace, addresses) = (&node["runtimeNamespace"], &node["hostAddresses"]);
-            json!({ "id": node["id"], "runtimeNamespace": namespace, "hostAddresses": addresses })
+        let stored: Option<NodeAnswer<NodeSummaryRead>> =
+            session.call_if_found(name::GET_CLUSTER_NODE, request).await?;
+        let stored = stored.map(|NodeAnswer { node }| {
+            let namespace = node.runtime_namespace.unwrap_or(Value::Null);
+            json!({ "id": node.id, "runtimeNamespace": namespace, "hostAddresses": node.host_addresses })
         });
         let mut result = match put_result(stored.as_ref(), &entry["node"]) {
             "unchanged" if rotate => "updated",
@@ -1266,7 +1276,8 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
                 node: &entry["node"],
                 rotate_credential: &Value::Bool(rotate),
             };
-            bearer = session.call(name::PUT_CLUSTER_NODE, request).await?["bearer"].take();
+            let put: NodePutAnswer<Value, Value> = session.call(name::PUT_CLUSTER_NODE, request).await?;
+            bearer = put.bearer;
             // Created by another writer between the read and the put: this put updated it.
             if result == "created" && bearer.is_null() {
                 result = "updated";
@@ -1282,13 +1293,14 @@ async fn apply(session: &Session, inventory: Inventory) -> Result<Value, Outcome
             service_id: &spec["serviceId"],
             revision: None,
         };
-        let stored = session.call_if_found(name::GET_SERVICE_RUNTIME_SPEC, request).await?;
-        let stored = stored.map(|answer| answer["spec"].clone());
-        let result = put_result(stored.as_ref(), &spec);
+        let stored: Option<SpecAnswer<Revised<Value, Value>>> =
+            session.call_if_found(name::GET_SERVICE_RUNTIME_SPEC, request).await?;
+        let stored = stored.map(|answer| answer.spec);
+        let result = put_result(stored.as_ref().map(|stored| &stored.record), &spec);
         if result != "unchanged" {
-            let expected_revision = stored.as_ref().map_or(Value::Null, |stored| stored["revision"].clone());
+            let expected_revision = stored.map_or(Value::Null, |stored| stored.revision);
             let request = wire::PutServiceRuntimeSpec { spec: &spec, expected_revision: &expected_revision };
-            session.call(name::PUT_SERVICE_RUNTIME_SPEC, request).await?;
+            session.call::<Value>(name::PUT_SERVICE_RUNTIME_SPEC, request).await?;
         }
         applied.push(json!({ "cluster": spec["clusterId"], "service": spec["serviceId"], "result": result }));
     }
@@ -1337,15 +1349,17 @@ async fn designation_request(
     service: &str,
     mutation_id: &str,
 ) -> Result<Value, Outcome> {
-    let stored = session.call(name::GET_CLUSTER, wire::OfCluster { cluster_id: cluster }).await?;
+    let stored: ClusterAnswer<Revised<Value, Value>> =
+        session.call(name::GET_CLUSTER, wire::OfCluster { cluster_id: cluster }).await?;
     let spec = wire::GetServiceRuntimeSpec { cluster_id: cluster, service_id: service, revision: None };
-    let spec = session.call(name::GET_SERVICE_RUNTIME_SPEC, spec).await?;
-    let current = session.call(name::GET_CLUSTER_INGRESS_DESIGNATION, wire::OfCluster { cluster_id: cluster }).await?;
-    let expected = match &current["designation"] {
+    let spec: SpecAnswer<Revised<Value, Value>> = session.call(name::GET_SERVICE_RUNTIME_SPEC, spec).await?;
+    let current: DesignationAnswer<Value> =
+        session.call(name::GET_CLUSTER_INGRESS_DESIGNATION, wire::OfCluster { cluster_id: cluster }).await?;
+    let expected = match current.designation {
         Value::Null => Value::Null,
-        designation => reference(designation),
+        designation => wire::to_request(&reference(designation)),
     };
-    let runtime = &stored["cluster"]["runtime"];
+    let runtime = &stored.cluster.record["runtime"];
     let current_runtime = wire::RuntimeReference {
         id: Value::from(cluster),
         phase: runtime["phase"].clone(),
@@ -1356,7 +1370,7 @@ async fn designation_request(
         cluster_id: Value::from(cluster),
         ingress_service_id: Value::from(service),
         current_runtime: wire::to_request(&current_runtime),
-        expected_spec_revision: spec["spec"]["revision"].clone(),
+        expected_spec_revision: spec.spec.revision,
         expected_designation: expected,
     };
     Ok(wire::to_request(&wire::DesignateClusterIngress { designation: Some(designation) }))
