@@ -137,6 +137,58 @@ async fn the_sqlite_database_and_its_wal_and_shm_files_are_private() {
     serving.terminate();
 }
 
+/// The error code of a refused call.
+fn refused_code(outcome: Result<Value, CallError>) -> String {
+    match outcome {
+        Err(CallError::Typed(error)) => error.code().to_owned(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The database file moved away or replaced under a running controller: the process's open
+/// descriptors would go on writing where no restart reads, so every call is refused
+/// `store-unavailable`, `/readyz` is 503 and the log names the file and what happened to it. With
+/// the file put back, it serves again, and nothing refused was stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_file_removed_or_replaced_under_the_controller_is_refused_not_written() {
+    let scratch = Scratch::new("cloudly-ready");
+    let (serving, data_dir) = serving_with_an_organization(&scratch).await;
+    let (database, aside) = (data_dir.join("cloudly.db"), scratch.join("aside.db"));
+    let shown = std::fs::canonicalize(&database).unwrap().display().to_string();
+    let unavailable = (503, json!({ "ready": false, "reason": "store-unavailable" }));
+    let get_org = || serving.call_as_admin("getOrganization", json!({ "organizationId": "org" }));
+
+    std::fs::rename(&database, &aside).unwrap();
+    assert_eq!(
+        refused_code(serving.call_as_admin("putOrganization", organization("other")).await),
+        "store-unavailable"
+    );
+    assert_eq!(refused_code(get_org().await), "store-unavailable");
+    assert_eq!(get(&serving, "/readyz").await, unavailable, "readiness with the file gone");
+
+    // Another file at the path (a copy of the database) is not the file this process opened.
+    std::fs::copy(&aside, &database).unwrap();
+    assert_eq!(
+        refused_code(serving.call_as_admin("putOrganization", organization("other")).await),
+        "store-unavailable"
+    );
+    assert_eq!(get(&serving, "/readyz").await, unavailable, "readiness with the file replaced");
+
+    std::fs::rename(&aside, &database).unwrap();
+    assert_eq!(get(&serving, "/readyz").await, (200, json!({ "ready": true })), "ready with the file back");
+    assert_eq!(get_org().await.unwrap()["organization"]["id"], "org");
+    serving.call_as_admin("putOrganization", organization("other")).await.unwrap();
+    let log = serving.terminate();
+    assert!(log.contains(&format!("the SQLite database file {shown} is gone")), "{log}");
+    assert!(log.contains(&format!("the SQLite database file {shown} was replaced by another file")), "{log}");
+
+    let store = SqlStore::connect(&sqlite_url(&data_dir)).await.unwrap();
+    let other =
+        store.get_organization(&Id::parse("other").unwrap()).await.unwrap().expect("written with the file back");
+    assert_eq!(other.revision, 1, "the writes refused while the file was away were not stored");
+    store.close().await;
+}
+
 /// A PostgreSQL store that does not answer — here the heartbeat row locked by another connection,
 /// as every statement waits when the database host vanished without a word (a container stopped:
 /// its address answers nothing) — is `/readyz` 503 `store-unavailable` within

@@ -175,7 +175,7 @@ pub(crate) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
             single.close().await;
             applied
         }
-        Pool::Sqlite(pool) => {
+        Pool::Sqlite(pool, _) => {
             // Holding the write lock around the migrator serializes processes; the migrator's own
             // transactions become savepoints inside it.
             let mut transaction = pool.begin_with(Backend::Sqlite.begin_write()).await?;

@@ -246,7 +246,7 @@ impl SqlStore {
     /// enforce foreign keys and have a busy timeout. Its signals reach the subscribers of this
     /// store only.
     pub fn from_sqlite_pool(pool: sqlx::SqlitePool) -> SqlStore {
-        SqlStore { pool: sql::Pool::Sqlite(pool), signals: signals::SignalHub::for_sqlite_file(None) }
+        SqlStore { pool: sql::Pool::Sqlite(pool, None), signals: signals::SignalHub::for_sqlite_file(None) }
     }
 
     /// Closes the pool: idle connections now, connections in use when they are returned. A SQLite
@@ -254,7 +254,7 @@ impl SqlStore {
     /// database file alone holds everything once the store is closed. The signal listener stops.
     pub async fn close(&self) {
         self.signals.stop();
-        if let sql::Pool::Sqlite(pool) = &self.pool {
+        if let sql::Pool::Sqlite(pool, _) = &self.pool {
             sqlite::checkpoint(pool).await;
         }
         self.pool.close().await;

@@ -15,14 +15,16 @@ use crate::contract::{DigestedRecord, Id, NodeId, Protocol, Sha256Digest};
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{AssertSqlSafe, Database, Decode, Encode, Postgres, Row as _, Sqlite, Type};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The connection pool of a store's backend.
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
     /// PostgreSQL: `deadpool` over sqlx connections (`postgres/pool.rs`).
     Postgres(pool::Pool),
-    /// SQLite: sqlx's own pool.
-    Sqlite(SqlitePool),
+    /// SQLite: sqlx's own pool, and the database file it opened (`None` in memory).
+    Sqlite(SqlitePool, Option<Arc<DatabaseFile>>),
 }
 
 /// Counts a task waiting for a pool connection (gauge `cloudly_store_pool_waiting`) while it is
@@ -59,6 +61,55 @@ async fn acquire<T, E: Into<StoreError>>(
     })
 }
 
+/// The database file this process opened: its path and the file system's identity of the file
+/// (device and inode) when it was opened.
+#[derive(Debug)]
+pub(crate) struct DatabaseFile {
+    path: PathBuf,
+    identity: (u64, u64),
+}
+
+impl DatabaseFile {
+    pub(crate) fn opened(path: &Path) -> Result<DatabaseFile, StoreError> {
+        let metadata = std::fs::metadata(path)
+            .map_err(|error| StoreError::Unavailable(format!("cannot read the SQLite database file: {error}")))?;
+        Ok(DatabaseFile { path: path.to_owned(), identity: file_identity(&metadata) })
+    }
+
+    /// `Ok` while the path still names the file this process opened; else why not.
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
+        let path = self.path.display();
+        match std::fs::metadata(&self.path) {
+            Ok(metadata) if file_identity(&metadata) == self.identity => Ok(()),
+            Ok(_) => Err(StoreError::Unavailable(format!(
+                "the SQLite database file {path} was replaced by another file after this process opened it; \
+                 restart the controller to use the new file"
+            ))),
+            Err(error) => Err(StoreError::Unavailable(format!(
+                "the SQLite database file {path} is gone ({error}); this process refuses every statement, since \
+                 its writes would reach no file a restart reads: put the file back or restart the controller"
+            ))),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn file_identity(metadata: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (metadata.dev(), metadata.ino())
+}
+
+#[cfg(not(unix))]
+fn file_identity(_: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+/// Refuses a SQLite connection once the database file it opened is gone or replaced
+/// ([`DatabaseFile`]).
+fn check_file(file: Option<&DatabaseFile>) -> Result<(), StoreError> {
+    file.map_or(Ok(()), DatabaseFile::check)
+}
+
 /// Whether a SQLite pool error is the pool's (no connection in time, or closed).
 fn sqlite_pool_failed(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed)
@@ -69,7 +120,7 @@ impl Pool {
     pub(crate) fn status(&self) -> PoolStatus {
         match self {
             Pool::Postgres(pool) => pool.status(),
-            Pool::Sqlite(pool) => {
+            Pool::Sqlite(pool, _) => {
                 let (size, idle) = (pool.size() as usize, pool.num_idle());
                 let max = pool.options().get_max_connections() as usize;
                 PoolStatus { in_use: size.saturating_sub(idle), idle, max }
@@ -81,7 +132,7 @@ impl Pool {
     pub(crate) fn backend(&self) -> Backend {
         match self {
             Pool::Postgres(_) => Backend::Postgres,
-            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Sqlite(..) => Backend::Sqlite,
         }
     }
 
@@ -89,7 +140,10 @@ impl Pool {
     pub(crate) async fn connection(&self) -> Result<Connection, StoreError> {
         Ok(match self {
             Pool::Postgres(pool) => Connection::Postgres(acquire(pool.acquire(), |_| true).await?),
-            Pool::Sqlite(pool) => Connection::Sqlite(acquire(pool.acquire(), sqlite_pool_failed).await?),
+            Pool::Sqlite(pool, file) => {
+                check_file(file.as_deref())?;
+                Connection::Sqlite(acquire(pool.acquire(), sqlite_pool_failed).await?)
+            }
         })
     }
 
@@ -110,7 +164,10 @@ impl Pool {
                 connection.begin(statement).await?;
                 Transaction::Postgres(connection)
             }
-            Pool::Sqlite(pool) => Transaction::Sqlite(acquire(pool.begin_with(statement), sqlite_pool_failed).await?),
+            Pool::Sqlite(pool, file) => {
+                check_file(file.as_deref())?;
+                Transaction::Sqlite(acquire(pool.begin_with(statement), sqlite_pool_failed).await?)
+            }
         })
     }
 
@@ -118,7 +175,7 @@ impl Pool {
     pub(crate) async fn close(&self) {
         match self {
             Pool::Postgres(pool) => pool.close().await,
-            Pool::Sqlite(pool) => pool.close().await,
+            Pool::Sqlite(pool, _) => pool.close().await,
         }
     }
 }

@@ -9,13 +9,19 @@
 //! stop `cloudly.db` alone holds everything (a copy of it is a backup). An in-memory database
 //! (`sqlite::memory:`) lives as long as its one connection, so its pool holds exactly one
 //! connection that never expires.
+//!
+//! A file database's path is checked each time a connection is handed out ([`DatabaseFile`]):
+//! once it no longer names the file this process opened (removed, or replaced by another file),
+//! every statement is refused with [`StoreError::Unavailable`] and `/readyz` says so, because the
+//! process's open descriptors would keep writing to a file that no restart finds.
 
 use super::StoreError;
-use super::sql::Pool;
+use super::sql::{DatabaseFile, Pool};
 use sqlx::Row as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How many connections one process keeps to a SQLite file (readers run in parallel in WAL
@@ -53,7 +59,11 @@ pub(crate) async fn connect(url: &str) -> Result<(Pool, Option<PathBuf>), StoreE
         .map_err(|error| StoreError::Unavailable(format!("cannot open the SQLite database: {error}")))?;
     // The file exists now; its canonical path names it for the signals of this process.
     let file = file.map(|file| std::fs::canonicalize(&file).unwrap_or(file));
-    Ok((Pool::Sqlite(pool), file))
+    let opened = match &file {
+        Some(path) => Some(Arc::new(DatabaseFile::opened(path)?)),
+        None => None,
+    };
+    Ok((Pool::Sqlite(pool, opened), file))
 }
 
 /// Creates the database file `path` empty with mode 0600 unless it exists (an empty file is an
