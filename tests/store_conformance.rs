@@ -1687,7 +1687,7 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     let heads = store.claim_heads(&cluster_id).await.unwrap();
     assert!(heads.readable.is_empty());
     assert_eq!(heads.unreadable[0].reference.generation, 2);
-    assert_eq!(heads.unreadable[0].volume_id, id("data"));
+    assert_eq!(heads.unreadable[0].extra.volume_id, id("data"));
     assert!(matches!(store.get_claim(&cluster_id, &claim_id, 2).await, Err(StoreError::Corrupt(_))));
     assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
 }

@@ -17,7 +17,7 @@
 use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::designations::optional_designation_from_row;
 use super::dialect::Backend;
-use super::heads::{Heads, head_of_signed_chain, head_reference, readable_or};
+use super::heads::{Heads, UnreadableHead, head_of_signed_chain, head_reference, readable_or};
 use super::inventory::{
     StoredCluster, StoredNode, cluster_from_row, cluster_nodes, lock_reconcile, nodes_by_ids, service_id_from_row,
     service_spec_from_row, service_volume_from_row,
@@ -35,7 +35,7 @@ use crate::contract::inventory::ServiceRuntimeSpec;
 use crate::contract::network::{RuntimeNetworkAddressPlan, RuntimeNetworkProtectedAuthority};
 use crate::contract::reader::compare_bytes;
 use crate::contract::signing::Signed;
-use crate::contract::{AuthorityReference, DigestedRecord as _, Id, NodeId};
+use crate::contract::{DigestedRecord as _, Id, NodeId};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -50,27 +50,18 @@ pub struct StoredAssignment {
     pub active: bool,
 }
 
-/// A head generation whose stored record does not read back, as the head's own columns describe
-/// it: enough to take it out of its node's set or to link a new generation to it.
+/// What an assignment's head row says of an [`UnreadableHead`] besides the common columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnreadableHead {
-    /// `{ id, generation, digest }` of the head generation.
-    pub reference: AuthorityReference,
-    /// The node it was issued to.
-    pub node_id: NodeId,
-    /// Its service.
-    pub service_id: Id,
+pub struct AssignmentHeadExtra {
     /// True when it is in its node's current set.
     pub active: bool,
-    /// What is wrong with the record (for the log).
-    pub problem: String,
 }
 
 /// Head assignment generations, sorted by id: those whose record reads back, and those whose
 /// record does not.
-pub type AssignmentHeads = Heads<StoredAssignment, UnreadableHead>;
+pub type AssignmentHeads = Heads<StoredAssignment, UnreadableHead<AssignmentHeadExtra>>;
 
-head_of_signed_chain!(StoredAssignment, UnreadableHead);
+head_of_signed_chain!(StoredAssignment);
 
 /// What a reconcile reads about one cluster, for the services of its [`FactScope`].
 #[derive(Debug, Clone)]
@@ -702,13 +693,15 @@ pub(crate) fn assignment_from_row(row: &Row) -> Result<StoredAssignment, StoreEr
 /// A head assignment generation: [`assignment_from_row`]'s columns, or, when those do not read back, what
 /// the head's own columns say of it (`assignment_id`, `head_generation`, `digest`, `node_id`,
 /// `service_id`, `active`), so that one unreadable record affects only itself.
-pub(crate) fn assignment_head_from_row(row: &Row) -> Result<Result<StoredAssignment, UnreadableHead>, StoreError> {
+pub(crate) fn assignment_head_from_row(
+    row: &Row,
+) -> Result<Result<StoredAssignment, UnreadableHead<AssignmentHeadExtra>>, StoreError> {
     readable_or(assignment_from_row(row), |problem| {
         Ok(UnreadableHead {
             reference: head_reference(row, "assignment_id", "assignment")?,
             node_id: row.node_id("node_id", "assignment node id")?,
             service_id: row.id("service_id", "assignment service id")?,
-            active: row.boolean("active")?,
+            extra: AssignmentHeadExtra { active: row.boolean("active")? },
             problem,
         })
     })

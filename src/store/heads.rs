@@ -6,7 +6,7 @@
 use super::StoreError;
 use super::sql::Row;
 use crate::contract::reader::compare_bytes;
-use crate::contract::{AuthorityReference, Id};
+use crate::contract::{AuthorityReference, Id, NodeId};
 
 /// A head of a chain: its id and the `{ id, generation, digest }` of its generation.
 pub trait Head {
@@ -16,11 +16,10 @@ pub trait Head {
     fn reference(&self) -> AuthorityReference;
 }
 
-/// [`Head`] for the two kinds of head of a signed chain: `$readable`, a stored generation whose
-/// `signed.payload` reads back, and `$unreadable`, the head row's own `reference` of one that does
-/// not.
+/// [`Head`] for `$readable`, a stored generation of a signed chain whose `signed.payload` reads
+/// back.
 macro_rules! head_of_signed_chain {
-    ($readable:ty, $unreadable:ty) => {
+    ($readable:ty) => {
         impl $crate::store::heads::Head for $readable {
             fn id(&self) -> &$crate::contract::Id {
                 &self.signed.payload.id
@@ -30,19 +29,36 @@ macro_rules! head_of_signed_chain {
                 self.signed.payload.reference()
             }
         }
-
-        impl $crate::store::heads::Head for $unreadable {
-            fn id(&self) -> &$crate::contract::Id {
-                &self.reference.id
-            }
-
-            fn reference(&self) -> $crate::contract::AuthorityReference {
-                self.reference.clone()
-            }
-        }
     };
 }
 pub(crate) use head_of_signed_chain;
+
+/// A head generation whose stored record does not read back, as the head row's own columns
+/// describe it: enough to take it out of its node's set or to link a new generation to it.
+/// `Extra` is what the chain's head row says besides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableHead<Extra> {
+    /// `{ id, generation, digest }` of the head generation.
+    pub reference: AuthorityReference,
+    /// The node it was issued to.
+    pub node_id: NodeId,
+    /// Its service.
+    pub service_id: Id,
+    /// What else the chain's head row says of it.
+    pub extra: Extra,
+    /// What is wrong with the record (for the log).
+    pub problem: String,
+}
+
+impl<Extra> Head for UnreadableHead<Extra> {
+    fn id(&self) -> &Id {
+        &self.reference.id
+    }
+
+    fn reference(&self) -> AuthorityReference {
+        self.reference.clone()
+    }
+}
 
 /// The heads of a kind, sorted by id: those whose records read back, and those whose records do
 /// not.

@@ -12,17 +12,17 @@
 //! (the schema admits the spec's spellings).
 //!
 //! **A claim record that does not read back affects only itself.** Heads are read as
-//! [`ClaimHeads`]: a head whose record fails its contract reader is an [`UnreadableClaim`],
+//! [`ClaimHeads`]: a head whose record fails its contract reader is an [`UnreadableHead`],
 //! described by the head's own columns, and the rest of the cluster reads on.
 
 use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::heads::{Heads, head_of_signed_chain, head_reference, readable_or};
+use super::heads::{Heads, UnreadableHead, head_of_signed_chain, head_reference, readable_or};
 use super::sql::{HoldsConnection, Row, Statement, head_record};
 use super::{SqlStore, StoreError};
 use crate::contract::signing::Signed;
 use crate::contract::storage_claim::{RuntimeLocalStorageClaim, snapshot_runtime_local_storage_claim};
-use crate::contract::{AuthorityReference, Id, NodeId};
+use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
 
 /// The node's last answer to one claim generation that passed
@@ -76,27 +76,18 @@ pub struct StoredClaim {
     pub resolution: Option<ClaimResolution>,
 }
 
-/// A head generation whose stored record does not read back, as the head's own columns describe
-/// it.
+/// What a claim's head row says of an [`UnreadableHead`] besides the common columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnreadableClaim {
-    /// `{ id, generation, digest }` of the head generation.
-    pub reference: AuthorityReference,
-    /// The node it was issued to.
-    pub node_id: NodeId,
-    /// Its service.
-    pub service_id: Id,
+pub struct ClaimHeadExtra {
     /// Its volume.
     pub volume_id: Id,
-    /// What is wrong with the record (for the log).
-    pub problem: String,
 }
 
 /// Head claim generations, sorted by claim id: those whose record reads back, and those whose
 /// record does not.
-pub type ClaimHeads = Heads<StoredClaim, UnreadableClaim>;
+pub type ClaimHeads = Heads<StoredClaim, UnreadableHead<ClaimHeadExtra>>;
 
-head_of_signed_chain!(StoredClaim, UnreadableClaim);
+head_of_signed_chain!(StoredClaim);
 
 /// One change a claim reconcile writes: a new generation (1 with no previous for a new id, else
 /// the head's generation + 1 linking it), which becomes the head.
@@ -543,13 +534,15 @@ fn claim_answer_from_row(row: &Row) -> Result<Option<ClaimAnswer>, StoreError> {
 /// A head claim generation: [`stored_claim_from_row`]'s columns, or, when the record does not read back,
 /// what the head's own columns say of it (`claim_id`, `head_generation`, `digest`, `node_id`,
 /// `service_id`, `volume_id`), so that one unreadable record affects only itself.
-pub(crate) fn claim_head_from_row(row: &Row) -> Result<Result<StoredClaim, UnreadableClaim>, StoreError> {
+pub(crate) fn claim_head_from_row(
+    row: &Row,
+) -> Result<Result<StoredClaim, UnreadableHead<ClaimHeadExtra>>, StoreError> {
     readable_or(stored_claim_from_row(row), |problem| {
-        Ok(UnreadableClaim {
+        Ok(UnreadableHead {
             reference: head_reference(row, "claim_id", "claim")?,
             node_id: row.node_id("node_id", "claim node id")?,
             service_id: row.id("service_id", "claim service id")?,
-            volume_id: row.id("volume_id", "claim volume id")?,
+            extra: ClaimHeadExtra { volume_id: row.id("volume_id", "claim volume id")? },
             problem,
         })
     })

@@ -131,7 +131,7 @@ pub fn planned_changes(
         .iter()
         .filter(|head| head.active)
         .map(|head| head.signed.payload.reference())
-        .chain(heads.unreadable.iter().filter(|head| head.active).map(|head| head.reference.clone()))
+        .chain(heads.unreadable.iter().filter(|head| head.extra.active).map(|head| head.reference.clone()))
         .filter(|reference| !desired.contains_key(&reference.id))
         .map(|reference| PlannedChange::SetActive {
             id: reference.id,
@@ -209,7 +209,7 @@ pub fn with_changes(mut facts: AssignmentFacts, changes: &[AssignmentChange]) ->
                 }
                 for head in facts.heads.unreadable.iter_mut() {
                     if head.reference.id == *id && head.reference.generation == *generation {
-                        head.active = *active;
+                        head.extra.active = *active;
                     }
                 }
             }
