@@ -503,9 +503,10 @@ pub fn get_runtime_network_projection_for_node(request: &Request) -> Result<Node
 
 #[cfg(test)]
 pub(crate) mod tests {
-    //! Every request the CLI sends, written through its shape in `wire.rs` as the CLI writes it
-    //! and read back through this module's parser: a member the api reads that the writer does
-    //! not write (or writes under another name) fails here.
+    //! Every request the CLI sends, and every relay's and node's request, written through its
+    //! shape in `wire.rs` as the CLI and the tests write it and read back through this module's
+    //! parser: a member the api reads that the writer does not write (or writes under another
+    //! name) fails here. `id`, `example` and `digest` serve `wire::answers`'s round trip too.
 
     use super::*;
     use crate::api::methods::name;
