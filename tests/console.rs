@@ -8,6 +8,8 @@ mod support;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::api::{AppState, Limits, router};
 use cloudly::domain::identity::Role;
 use http_body_util::BodyExt as _;
@@ -132,9 +134,13 @@ on_both_stores!(an_operator_signs_in_and_reads_every_page, |backend| async move 
     // relay-1 of c1 is issued a credential and connects: the cluster page lists it, elected.
     let relay = json!({ "clusterId": "c1", "relayId": "relay-1" });
     let relay_bearer = service.admin_call("issueClusterRelayCredential", relay.clone()).await["bearer"].clone();
-    let mut connect = relay;
-    connect["bearer"] = relay_bearer.clone();
-    let connected = service.client.envelope("connectClusterRelay", connect, None).await.unwrap();
+    let connect = wire::ConnectClusterRelay {
+        cluster_id: &relay["clusterId"],
+        relay_id: &relay["relayId"],
+        bearer: &relay_bearer,
+    };
+    let connected =
+        service.client.envelope(name::CONNECT_CLUSTER_RELAY, wire::to_request(&connect), None).await.unwrap();
     let relay_token = connected["response"]["token"].as_str().expect("the relay connects").to_owned();
     let relay_bearer = relay_bearer.as_str().unwrap().to_owned();
 

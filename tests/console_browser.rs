@@ -12,6 +12,8 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{CallError, Client};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -84,15 +86,18 @@ async fn seed(admin: &Admin) -> String {
 
 /// Reports every assignment of the node's current set `ready`, as a node agent that started them.
 async fn report_ready(agent: &NodeAgent, session: &Value) {
-    let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.expect("the assignments");
+    let answer = agent
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .expect("the assignments");
     for signed in answer["assignments"].as_array().unwrap() {
         let assignment = &signed["payload"];
         let reference =
             json!({ "id": assignment["id"], "generation": assignment["generation"], "digest": assignment["digest"] });
         agent
             .call(
-                "reportRuntimeAssignmentState",
-                json!({ "session": session, "assignment": reference, "state": "ready" }),
+                name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+                wire::ReportRuntimeAssignmentState { session, assignment: &reference, state: &json!("ready") },
             )
             .await
             .expect("the report is recorded");
@@ -129,10 +134,13 @@ async fn an_operator_follows_the_cluster_in_chromium() {
     // relay-1 connects: the cluster page lists it, and shows neither its bearer nor its token.
     let relay = json!({ "clusterId": "c1", "relayId": "relay-1" });
     let relay_bearer = admin.call("issueClusterRelayCredential", relay.clone()).await["bearer"].clone();
-    let mut connect = relay;
-    connect["bearer"] = relay_bearer.clone();
+    let connect = wire::ConnectClusterRelay {
+        cluster_id: &relay["clusterId"],
+        relay_id: &relay["relayId"],
+        bearer: &relay_bearer,
+    };
     let relay_token =
-        admin.client.call("connectClusterRelay", connect).await.expect("the relay connects")["token"].clone();
+        admin.client.call(name::CONNECT_CLUSTER_RELAY, connect).await.expect("the relay connects")["token"].clone();
     let relay_secrets = format!("{} {}", relay_bearer.as_str().unwrap(), relay_token.as_str().unwrap());
 
     // A viewer's identity, issued by the CLI with the controller's keys.

@@ -25,6 +25,8 @@
 
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{CallError, Client, TypedError};
 use cloudly::contract::assignment::{RuntimeAssignment, snapshot_runtime_assignment};
 use cloudly::contract::network::RuntimeNetworkProjection;
@@ -248,9 +250,9 @@ impl Node {
         Node { id, agent, session, volumes }
     }
 
-    /// Calls a node method with this node's session; it must succeed.
-    async fn call(&self, method: &str, mut request: Value) -> Value {
-        request["session"] = self.session.clone();
+    /// Calls a node method with `request` (its shape, carrying this node's session); it must
+    /// succeed.
+    async fn call(&self, method: &str, request: impl serde::Serialize) -> Value {
         self.agent
             .call(method, request)
             .await
@@ -276,7 +278,8 @@ impl Node {
 
     /// The node's current assignments, each verified against `keys`: payloads by service id.
     async fn assignments(&self, keys: &[PublishedKey]) -> BTreeMap<String, Value> {
-        let answer = self.call("getRuntimeAssignments", json!({})).await;
+        let answer =
+            self.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &self.session }).await;
         let mut by_service = BTreeMap::new();
         for signed in answer["assignments"].as_array().expect("assignments") {
             let payload: RuntimeAssignment = verify(signed, keys)
@@ -298,7 +301,8 @@ impl Node {
             let reference = assignment_reference(assignment);
             let environment = assignment["workload"]["environment"].as_array().unwrap();
             if environment.iter().any(|entry| entry.get("secret").is_some()) {
-                let resolved = self.call("resolveRuntimeSecretBindings", json!({ "assignment": reference })).await;
+                let request = wire::ResolveRuntimeSecretBindings { session: &self.session, assignment: &reference };
+                let resolved = self.call(name::RESOLVE_RUNTIME_SECRET_BINDINGS, request).await;
                 for value in resolved["values"].as_array().unwrap() {
                     values.insert(
                         value["name"].as_str().unwrap().to_owned(),
@@ -306,8 +310,12 @@ impl Node {
                     );
                 }
             }
-            let reported =
-                self.call("reportRuntimeAssignmentState", json!({ "assignment": reference, "state": "ready" })).await;
+            let request = wire::ReportRuntimeAssignmentState {
+                session: &self.session,
+                assignment: &reference,
+                state: &json!("ready"),
+            };
+            let reported = self.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, request).await;
             assert_eq!(reported, json!({ "recorded": true }));
         }
         (assignments, values)
@@ -333,7 +341,8 @@ impl Follower {
     /// first, be admitted.
     async fn fetch(&mut self, node: &Node, keys: &[PublishedKey]) {
         let known = self.accepted.as_ref().map_or(Value::Null, reference_of);
-        let answer = node.call("getRuntimeNetworkProjection", json!({ "known": known })).await;
+        let request = wire::GetRuntimeNetworkProjection { session: &node.session, known: &known };
+        let answer = node.call(name::GET_RUNTIME_NETWORK_PROJECTION, request).await;
         let signed = &answer["projection"];
         if signed.is_null() {
             return;
@@ -367,7 +376,8 @@ impl Follower {
     /// Reports the last accepted projection applied.
     async fn apply(&mut self, node: &Node) {
         let applied = reference_of(self.accepted.as_ref().expect("a projection to apply"));
-        let answer = node.call("reportRuntimeNetworkProjectionApplied", json!({ "applied": applied })).await;
+        let request = wire::ReportRuntimeNetworkProjectionApplied { session: &node.session, applied: &applied };
+        let answer = node.call(name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED, request).await;
         assert_eq!(answer, json!({ "recorded": true }));
         self.applied = Some(AuthorityReference::read(&applied).expect("a reference"));
     }
@@ -684,8 +694,8 @@ async fn two_controllers_run_the_whole_flow_through_their_public_interfaces() {
     let table = eventually("the route table's backends", || async {
         let answer = relay_call(
             &topology.clients[B],
-            "getClusterIngressRouteTable",
-            json!({ "knownRevision": null }),
+            name::GET_CLUSTER_INGRESS_ROUTE_TABLE,
+            wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: Value::Null }),
             Some(&token),
         )
         .await
@@ -790,8 +800,12 @@ async fn two_controllers_run_the_whole_flow_through_their_public_interfaces() {
     let answer = node_2.agent.call("dropAllTables", json!({ "session": node_2.session })).await.expect_err("unknown");
     assert_eq!(answer.code(), "unknown-method");
     let stranger = NodeAgent::connect_to(&topology.urls[B]).await;
-    let answer =
-        stranger.call("openRuntimeSession", json!({ "clusterId": c, "nodeId": "node-1", "bearer": &bearer_2 })).await;
+    let answer = stranger
+        .call(
+            name::OPEN_RUNTIME_SESSION,
+            wire::OpenRuntimeSession { cluster_id: json!(c), node_id: json!("node-1"), bearer: json!(&bearer_2) },
+        )
+        .await;
     assert_eq!(answer.expect_err("node-2's bearer opens no session of node-1").code(), "principal-refused");
     drop(stranger);
 

@@ -16,6 +16,8 @@
 
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{CallError, Client};
 use cloudly::contract::designation::validate_cluster_ingress_designation;
 use serde_json::{Value, json};
@@ -412,7 +414,8 @@ async fn build_world(serving: &Serving, load: &Load) -> World {
     // node-1 runs the ingress: its assignment's bearer resolved, reported ready.
     let agent = NodeAgent::connect_to(&serving.base_url).await;
     let session = agent.open("c1", "node-1", &node_bearer).await;
-    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let assignments =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     let assignment = &assignments["assignments"][0]["payload"];
     let ingress_bearer = run_ingress_replica(&agent, &session, assignment).await.unwrap();
     let relay = call("issueClusterRelayCredential", json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
@@ -693,8 +696,8 @@ async fn a_graceful_stop_answers_the_requests_in_flight_and_closes_the_node_sock
             let client = Client::with_timeout(&serving.base_url, Duration::from_secs(60)).unwrap();
             let token = token.clone();
             tokio::spawn(async move {
-                let answer =
-                    fire(&client, "getClusterIngressRouteTable", json!({ "knownRevision": null }), Some(&token)).await;
+                let request = wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: Value::Null });
+                let answer = fire(&client, name::GET_CLUSTER_INGRESS_ROUTE_TABLE, request, Some(&token)).await;
                 (answer, Instant::now())
             })
         })

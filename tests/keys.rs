@@ -13,6 +13,8 @@
 mod support;
 
 use async_trait::async_trait;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::contract::Id;
 use cloudly::contract::assignment::RuntimeAssignment;
 use cloudly::contract::inventory::Organization;
@@ -552,7 +554,8 @@ fn db_spec(image: &str, mount: &str, expected: Value) -> Value {
 
 /// The node's one assignment, signed, as the node gets it.
 async fn signed_assignment(agent: &NodeAgent, session: &Value) -> Value {
-    let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let answer =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     assert_eq!(answer["assignments"].as_array().unwrap().len(), 1, "{answer}");
     answer["assignments"][0].clone()
 }

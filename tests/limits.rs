@@ -17,6 +17,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::CallError;
 use cloudly::domain::ControllerSettings;
 use futures_util::StreamExt as _;
@@ -486,8 +488,12 @@ async fn long_polls_at_their_limit_do_not_lock_out_an_administrator() {
     let connected = service
         .client
         .envelope(
-            "connectClusterRelay",
-            json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": credential["bearer"] }),
+            name::CONNECT_CLUSTER_RELAY,
+            wire::to_request(&wire::ConnectClusterRelay {
+                cluster_id: &json!("c1"),
+                relay_id: &json!("relay-1"),
+                bearer: &credential["bearer"],
+            }),
             None,
         )
         .await
@@ -501,8 +507,8 @@ async fn long_polls_at_their_limit_do_not_lock_out_an_administrator() {
             let token = token.clone();
             tokio::spawn(async move {
                 loop {
-                    let request = json!({ "knownRevision": null });
-                    let answer = relay_post(&service, "getClusterIngressRouteTable", request, &token).await;
+                    let request = wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: Value::Null });
+                    let answer = relay_post(&service, name::GET_CLUSTER_INGRESS_ROUTE_TABLE, request, &token).await;
                     if answer.0 != 503 {
                         return answer;
                     }
@@ -515,8 +521,8 @@ async fn long_polls_at_their_limit_do_not_lock_out_an_administrator() {
     // hold their permits: the probes run one at a time, so nothing else can hold them.
     let started = tokio::time::Instant::now();
     loop {
-        let (status, answer) =
-            relay_post(&service, "getClusterIngressRouteTable", json!({ "knownRevision": 99 }), &token).await;
+        let request = wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: 99 });
+        let (status, answer) = relay_post(&service, name::GET_CLUSTER_INGRESS_ROUTE_TABLE, request, &token).await;
         if status == 503 {
             assert_eq!(answer["error"]["data"]["code"], json!("overloaded"), "{answer}");
             break;
@@ -579,7 +585,10 @@ async fn socket_requests_take_permits_of_the_request_pool() {
     let shed = other.call("listClusters", json!({ "identity": service.admin() })).await.expect_err("shed");
     assert_eq!(shed.data, json!({ "code": "overloaded", "retryAfterMs": 1000 }), "{}", shed.text);
     let shed = other
-        .call("openRuntimeSession", json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": "szrn_x" }))
+        .call(
+            name::OPEN_RUNTIME_SESSION,
+            wire::OpenRuntimeSession { cluster_id: json!("c1"), node_id: json!("node-1"), bearer: json!("szrn_x") },
+        )
         .await
         .expect_err("shed");
     assert_eq!(shed.code(), "overloaded");
@@ -639,8 +648,8 @@ async fn a_node_sessions_socket_requests_wait_briefly_for_a_permit() {
     // The permit is held for 300 ms: the node's request waits for it rather than being shed.
     let (mut lock, held) = hold_the_permit(&service, "m1", Value::Null).await;
     let asked = tokio::spawn({
-        let request = json!({ "session": session.clone() });
-        async move { (node.call("getRuntimeAssignments", request).await, node) }
+        let request = wire::GetRuntimeAssignments { session: session.clone() };
+        async move { (node.call(name::GET_RUNTIME_ASSIGNMENTS, request).await, node) }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
@@ -651,8 +660,10 @@ async fn a_node_sessions_socket_requests_wait_briefly_for_a_permit() {
     // Held longer than a request waits (`SESSION_REQUEST_WAIT`): the waiting request is shed.
     let (mut lock, held) = hold_the_permit(&service, "m2", support::service::reference_of(&first)).await;
     let started = tokio::time::Instant::now();
-    let shed =
-        node.call("getRuntimeAssignments", json!({ "session": session })).await.expect_err("shed after the wait");
+    let shed = node
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .expect_err("shed after the wait");
     assert_eq!(shed.code(), "overloaded");
     assert!(started.elapsed() >= cloudly::api::limits::SESSION_REQUEST_WAIT - Duration::from_millis(100));
     sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
@@ -734,7 +745,9 @@ async fn a_socket_without_a_session_is_closed_at_its_deadline() {
     assert_eq!(u16::from(close.code), 1008, "policy violation");
     assert_eq!(close.reason.as_str(), "no session opened within 2000 ms");
     assert_eq!(node.closed(Duration::from_millis(300)).await, None, "the node's socket stays open");
-    node.call("getRuntimeAssignments", json!({ "session": session })).await.expect("the session still answers");
+    node.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .expect("the session still answers");
     probes_answer(&service).await;
     drop(node);
     service.stop().await;

@@ -9,6 +9,8 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::api::{Limits, methods, requests};
 use cloudly::contract::assignment::RuntimeAssignment;
 use cloudly::contract::signing::{PublishedKey, verify};
@@ -45,7 +47,7 @@ async fn seeded(backend: Backend) -> (TestService, String, String) {
 /// The node's assignments, each verified against the controller's signing key.
 async fn assignments(service: &TestService, agent: &NodeAgent, session: &Value) -> Vec<Value> {
     let answer = agent
-        .call("getRuntimeAssignments", json!({ "session": session }))
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
         .await
         .unwrap_or_else(|error| panic!("getRuntimeAssignments: {} {}", error.text, error.data));
     let keys = [PublishedKey::new(service.keys.signing.verifying_key())];
@@ -83,7 +85,10 @@ on_both_stores!(a_session_opens_only_with_the_node_bearer_and_a_new_one_supersed
     let first = NodeAgent::connect(&service).await;
     for (node_id, presented) in [("node-1", "sznb_wrong"), ("node-9", bearer.as_str())] {
         let error = first
-            .call("openRuntimeSession", json!({ "clusterId": "c1", "nodeId": node_id, "bearer": presented }))
+            .call(
+                name::OPEN_RUNTIME_SESSION,
+                wire::OpenRuntimeSession { cluster_id: json!("c1"), node_id: json!(node_id), bearer: json!(presented) },
+            )
             .await
             .unwrap_err();
         assert_eq!(error.data, json!({ "code": "principal-refused" }), "{node_id}");
@@ -102,10 +107,13 @@ on_both_stores!(a_session_opens_only_with_the_node_bearer_and_a_new_one_supersed
     assert_eq!(first.closed(WAIT).await.as_deref(), Some("session superseded"));
 
     // The superseded session presented on the current socket is refused, naming the current one.
-    let error = second.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap_err();
+    let error = second
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), "principal-refused");
     assert_eq!(error.data["current"], newer);
-    assert!(second.call("getRuntimeAssignments", json!({ "session": newer })).await.is_ok());
+    assert!(second.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &newer }).await.is_ok());
     service.stop().await;
 });
 
@@ -117,7 +125,10 @@ on_both_stores!(a_stale_or_foreign_session_is_refused, |backend| async move {
     let second_session = second.open("c1", "node-2", &second_bearer).await;
 
     // Another node's session on this socket.
-    let error = first.call("getRuntimeAssignments", json!({ "session": second_session })).await.unwrap_err();
+    let error = first
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &second_session })
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), "principal-refused");
     assert_eq!(error.data["current"], first_session);
     // Each member must match.
@@ -129,23 +140,31 @@ on_both_stores!(a_stale_or_foreign_session_is_refused, |backend| async move {
     ] {
         let mut forged = first_session.clone();
         forged[key] = value;
-        let error = first.call("getRuntimeAssignments", json!({ "session": forged })).await.unwrap_err();
+        let error = first
+            .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &forged })
+            .await
+            .unwrap_err();
         assert_eq!(error.code(), "principal-refused", "{key}");
     }
     // A socket that opened no session.
     let anonymous = NodeAgent::connect(&service).await;
     for (method, request) in [
-        ("getRuntimeAssignments", json!({ "session": first_session })),
+        (name::GET_RUNTIME_ASSIGNMENTS, wire::to_request(&wire::GetRuntimeAssignments { session: &first_session })),
         (
-            "reportRuntimeAssignmentState",
-            json!({ "session": first_session, "assignment": { "id": "a", "generation": 1, "digest": format!("sha256:{}", "0".repeat(64)) }, "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::to_request(&wire::ReportRuntimeAssignmentState {
+                session: first_session.clone(),
+                assignment: json!({ "id": "a", "generation": 1, "digest": format!("sha256:{}", "0".repeat(64)) }),
+                state: json!("ready"),
+            }),
         ),
     ] {
         let error = anonymous.call(method, request).await.unwrap_err();
         assert_eq!(error.data, json!({ "code": "principal-refused", "current": null }), "{method}");
     }
     // A malformed session is a request error, not a principal.
-    let error = first.call("getRuntimeAssignments", json!({ "session": { "id": "x" } })).await.unwrap_err();
+    let malformed = wire::GetRuntimeAssignments { session: json!({ "id": "x" }) };
+    let error = first.call(name::GET_RUNTIME_ASSIGNMENTS, malformed).await.unwrap_err();
     assert_eq!(error.code(), "request-invalid");
     service.stop().await;
 });
@@ -164,7 +183,8 @@ on_both_stores!(two_controller_processes_agree_on_the_current_session, |backend|
     let old = here.open("c1", "node-1", &bearer).await;
     let current = there.open("c1", "node-1", &bearer).await;
     assert_eq!(current["generation"], json!(2));
-    let error = here.call("getRuntimeAssignments", json!({ "session": old })).await.unwrap_err();
+    let error =
+        here.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &old }).await.unwrap_err();
     assert_eq!(error.code(), "principal-refused");
     assert_eq!(error.data["current"], current);
     assert_eq!(assignments(&service, &there, &current).await.len(), 1);
@@ -301,10 +321,14 @@ on_both_stores!(the_designated_ingress_carries_the_ingress_environment_as_a_secr
         .unwrap()
         .unwrap();
     let ingress_bearer = cloudly::domain::secrets::open(service.keys.secret_key(), &sealed).unwrap();
-    let raw = agent.envelope("getRuntimeAssignments", json!({ "session": session })).await.to_string();
+    let request = wire::to_request(&wire::GetRuntimeAssignments { session: &session });
+    let raw = agent.envelope(name::GET_RUNTIME_ASSIGNMENTS, request).await.to_string();
     assert!(!raw.contains(ingress_bearer.expose()));
     let resolved = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference(&ingress) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &session, assignment: &reference(&ingress) },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -316,28 +340,35 @@ on_both_stores!(the_designated_ingress_carries_the_ingress_environment_as_a_secr
     let second = NodeAgent::connect(&service).await;
     let second_session = second.open("c1", "node-2", &second_bearer).await;
     let error = second
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference(&ingress) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &session, assignment: &reference(&ingress) },
+        )
         .await
         .unwrap_err();
     assert_eq!(error.code(), "principal-refused");
     assert!(!error.data.to_string().contains(ingress_bearer.expose()));
     let error = second
-        .call("resolveRuntimeSecretBindings", json!({ "session": second_session, "assignment": reference(&ingress) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &second_session, assignment: &reference(&ingress) },
+        )
         .await
         .unwrap_err();
     assert_eq!(error.data, json!({ "code": "not-found", "what": "assignment" }));
     let mut stale = reference(&ingress);
     stale["generation"] = json!(1);
-    let error = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": stale }))
-        .await
-        .unwrap_err();
+    let stale = wire::ResolveRuntimeSecretBindings { session: &session, assignment: &stale };
+    let error = agent.call(name::RESOLVE_RUNTIME_SECRET_BINDINGS, stale).await.unwrap_err();
     assert_eq!(error.code(), "not-found");
     // A newer session of node-1 makes the old one resolve nothing.
     let newer_agent = NodeAgent::connect(&service).await;
     newer_agent.open("c1", "node-1", &bearer).await;
     let error = newer_agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference(&ingress) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &session, assignment: &reference(&ingress) },
+        )
         .await
         .unwrap_err();
     assert_eq!(error.code(), "principal-refused");
@@ -372,7 +403,10 @@ on_both_stores!(a_rotation_issues_a_new_generation_and_pushes_the_node, |backend
     assert_eq!(binding["secret"], second["credential"]["secretVersion"]);
     assert_ne!(binding["secret"], first["credential"]["secretVersion"]);
     let values = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference(&after) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &session, assignment: &reference(&after) },
+        )
         .await
         .unwrap();
     let version = &second["credential"]["secretVersion"];
@@ -386,7 +420,10 @@ on_both_stores!(a_rotation_issues_a_new_generation_and_pushes_the_node, |backend
     assert_eq!(values["values"][0]["value"], json!(rotated.expose()));
     // The previous generation is no longer in the node's set.
     let error = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference(&before) }))
+        .call(
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::ResolveRuntimeSecretBindings { session: &session, assignment: &reference(&before) },
+        )
         .await
         .unwrap_err();
     assert_eq!(error.code(), "not-found");
@@ -522,32 +559,40 @@ on_both_stores!(a_ready_report_makes_an_assignment_running_until_a_new_session, 
     let session = agent.open("c1", "node-1", &bearer).await;
     let assignment = of_service(&assignments(&service, &agent, &session).await, "ingress")[0].clone();
     assert!(running().await.is_empty());
-    let report = |state: &str| json!({ "session": session, "assignment": reference(&assignment), "state": state });
+    let report = |state: &str| wire::ReportRuntimeAssignmentState {
+        session: session.clone(),
+        assignment: reference(&assignment),
+        state: json!(state),
+    };
 
     assert_eq!(
-        agent.call("reportRuntimeAssignmentState", report("starting")).await.unwrap(),
+        agent.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, report("starting")).await.unwrap(),
         json!({ "recorded": true })
     );
     assert!(running().await.is_empty());
-    agent.call("reportRuntimeAssignmentState", report("ready")).await.unwrap();
+    agent.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, report("ready")).await.unwrap();
     let now = running().await;
     assert_eq!(now.len(), 1);
     assert_eq!(DigestedRecord::to_value(&now[0]), assignment);
-    agent.call("reportRuntimeAssignmentState", report("failed")).await.unwrap();
+    agent.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, report("failed")).await.unwrap();
     assert!(running().await.is_empty());
-    agent.call("reportRuntimeAssignmentState", report("ready")).await.unwrap();
+    agent.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, report("ready")).await.unwrap();
     assert_eq!(running().await.len(), 1);
 
     // A bad state and another node's assignment are refused.
-    let error = agent.call("reportRuntimeAssignmentState", report("running")).await.unwrap_err();
+    let error = agent.call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, report("running")).await.unwrap_err();
     assert_eq!(error.code(), "request-invalid");
     let second = NodeAgent::connect(&service).await;
     let second_session = second.open("c1", "node-2", &second_bearer).await;
     let theirs = of_service(&assignments(&service, &second, &second_session).await, "ingress")[0].clone();
     let error = agent
         .call(
-            "reportRuntimeAssignmentState",
-            json!({ "session": session, "assignment": reference(&theirs), "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState {
+                session: &session,
+                assignment: &reference(&theirs),
+                state: &json!("ready"),
+            },
         )
         .await
         .unwrap_err();
@@ -559,8 +604,12 @@ on_both_stores!(a_ready_report_makes_an_assignment_running_until_a_new_session, 
     assert!(running().await.is_empty());
     renewed
         .call(
-            "reportRuntimeAssignmentState",
-            json!({ "session": new_session, "assignment": reference(&assignment), "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState {
+                session: &new_session,
+                assignment: &reference(&assignment),
+                state: &json!("ready"),
+            },
         )
         .await
         .unwrap();
@@ -578,10 +627,23 @@ on_both_stores!(node_methods_over_http_are_principal_refused, |backend| async mo
     let agent = NodeAgent::connect(&service).await;
     let session = agent.open("c1", "node-1", &bearer).await;
     for (method, request) in [
-        ("openRuntimeSession", json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": bearer })),
-        ("getRuntimeAssignments", json!({ "session": session })),
-        ("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": null })),
-        ("reportRuntimeAssignmentState", json!({ "session": session, "assignment": null, "state": "ready" })),
+        (
+            name::OPEN_RUNTIME_SESSION,
+            wire::to_request(&wire::OpenRuntimeSession { cluster_id: "c1", node_id: "node-1", bearer: &bearer }),
+        ),
+        (name::GET_RUNTIME_ASSIGNMENTS, wire::to_request(&wire::GetRuntimeAssignments { session: &session })),
+        (
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            wire::to_request(&wire::ResolveRuntimeSecretBindings { session: &session, assignment: &Value::Null }),
+        ),
+        (
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::to_request(&wire::ReportRuntimeAssignmentState {
+                session: &session,
+                assignment: &Value::Null,
+                state: &json!("ready"),
+            }),
+        ),
     ] {
         match service.client.call(method, request).await {
             Err(cloudly::client::CallError::Typed(error)) => {
@@ -718,7 +780,7 @@ on_both_stores!(frames_up_to_sixteen_mebibytes_are_read_and_larger_ones_close_th
     // Larger than the HTTP body limit, within the frame limit: answered (its extra member named).
     let padding = "x".repeat(2 * 1024 * 1024);
     let error =
-        agent.call("getRuntimeAssignments", json!({ "session": session, "padding": padding })).await.unwrap_err();
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, json!({ "session": session, "padding": padding })).await.unwrap_err();
     assert_eq!(error.code(), "request-invalid");
     assert!(agent.closed(std::time::Duration::from_millis(100)).await.is_none());
     // Beyond 16 MiB: the controller drops the socket.
@@ -742,7 +804,7 @@ on_both_stores!(a_silent_socket_is_closed_and_a_ponging_one_stays, |backend| asy
     let (mut silent, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     assert!(agent.closed(std::time::Duration::from_millis(10)).await.is_none(), "the ponging socket stays open");
-    assert!(agent.call("getRuntimeAssignments", json!({ "session": session })).await.is_ok());
+    assert!(agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.is_ok());
     use futures_util::StreamExt as _;
     // The controller closed it: a close frame, or (when the client's queued pongs hit the closed
     // connection first) an error or the end of the stream.

@@ -8,6 +8,8 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};
@@ -331,7 +333,8 @@ async fn every_log_line_of_a_request_carries_its_correlation_id_and_principal_an
     let agent = NodeAgent::connect_to(&serving.base_url).await;
     let session = agent.open("c1", "node-1", &bearer).await;
     let socket_id = format!("obs-{}", uuid::Uuid::new_v4().simple());
-    let envelope = json!({ "method": "getRuntimeAssignments", "request": { "session": session }, "response": null,
+    let request = wire::to_request(&wire::GetRuntimeAssignments { session: &session });
+    let envelope = json!({ "method": name::GET_RUNTIME_ASSIGNMENTS, "request": request, "response": null,
                            "correlation": { "id": socket_id, "phase": "request" } });
     let answer = agent.raw_envelope(&socket_id, envelope.to_string()).await;
     assert!(answer["response"]["assignments"].is_array(), "{answer}");

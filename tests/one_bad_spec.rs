@@ -7,6 +7,8 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::contract::Id;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -48,7 +50,7 @@ async fn status(service: &TestService, service_id: &str) -> Value {
 /// The service ids of the assignments node-1's agent is given.
 async fn assigned_services(agent: &NodeAgent, session: &Value) -> Vec<String> {
     let answer = agent
-        .call("getRuntimeAssignments", json!({ "session": session }))
+        .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
         .await
         .unwrap_or_else(|error| panic!("getRuntimeAssignments: {} {}", error.text, error.data));
     let mut services: Vec<String> = answer["assignments"]
@@ -234,7 +236,8 @@ on_both_stores!(an_assignment_record_that_does_not_read_back_affects_only_itself
     let corrections = service.controller().full_pass(&Id::parse("c1").unwrap(), Duration::ZERO).await.unwrap();
     assert_eq!(corrections.assignments, 1, "{corrections:?}");
     assert_eq!(assigned_services(&agent, &session).await, ["ingress", "kept"]);
-    let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let answer =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     let kept = answer["assignments"]
         .as_array()
         .unwrap()
@@ -273,15 +276,22 @@ on_both_stores!(
             let bearer = node_bearer(&service, "c1", node).await;
             let agent = NodeAgent::connect(&service).await;
             let session = agent.open("c1", node, &bearer).await;
-            let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+            let answer = agent
+                .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+                .await
+                .unwrap();
             for signed in answer["assignments"].as_array().unwrap() {
                 let payload = &signed["payload"];
                 let reference =
                     json!({ "id": payload["id"], "generation": payload["generation"], "digest": payload["digest"] });
                 agent
                     .call(
-                        "reportRuntimeAssignmentState",
-                        json!({ "session": session, "assignment": reference, "state": "ready" }),
+                        name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+                        wire::ReportRuntimeAssignmentState {
+                            session: &session,
+                            assignment: &reference,
+                            state: &json!("ready"),
+                        },
                     )
                     .await
                     .unwrap();

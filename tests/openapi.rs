@@ -42,6 +42,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use cloudly::api::error::{ApiError, UNKNOWN_METHOD_TEXT};
 use cloudly::api::methods::{self, METHODS};
+use cloudly::api::wire;
 use cloudly::api::{AppState, Limits, router};
 use cloudly::contract::designation::{ClusterRuntimeReference, RuntimePhase};
 use cloudly::contract::registration::{
@@ -1074,8 +1075,13 @@ async fn required_members_optional_members_and_roles_match_the_domain() {
         issued =
             methods::call(&controller, method, &request).await.unwrap_or_else(|error| panic!("{method}: {error:?}"));
     }
-    let connect = json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": issued["bearer"] });
-    let connected = methods::call(&controller, "connectClusterRelay", &connect).await.expect("the relay connects");
+    let connect = wire::to_request(&wire::ConnectClusterRelay {
+        cluster_id: &json!("c1"),
+        relay_id: &json!("relay-1"),
+        bearer: &issued["bearer"],
+    });
+    let connected =
+        methods::call(&controller, methods::name::CONNECT_CLUSTER_RELAY, &connect).await.expect("the relay connects");
     let token = connected["token"].as_str().expect("a token").to_owned();
 
     for method in &method_names() {
@@ -1689,8 +1695,12 @@ async fn every_method_answers_in_the_documented_shapes() {
     assert!(routes["table"].is_null(), "no route yet");
     let issued =
         flow.ok("issueClusterRelayCredential", Some(&admin), json!({ "clusterId": "c1", "relayId": "relay-1" })).await;
-    let connect = json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": issued["bearer"] });
-    let first_token = flow.ok("connectClusterRelay", None, connect.clone()).await["token"].clone();
+    let connect = wire::to_request(&wire::ConnectClusterRelay {
+        cluster_id: &json!("c1"),
+        relay_id: &json!("relay-1"),
+        bearer: &issued["bearer"],
+    });
+    let first_token = flow.ok(methods::name::CONNECT_CLUSTER_RELAY, None, connect.clone()).await["token"].clone();
     let relays = flow.ok("listClusterRelays", Some(&viewer), json!({ "clusterId": "c1" })).await;
     assert_eq!(relays["relays"][0]["connections"][0]["elected"], json!(true));
     assert!(!relays.to_string().contains(first_token.as_str().unwrap()), "no token in the relay list");
@@ -1702,8 +1712,9 @@ async fn every_method_answers_in_the_documented_shapes() {
     let routes = flow.ok("getClusterIngressRoutes", Some(&operator), json!({ "clusterId": "c1" })).await;
     let first = first_token.as_str();
     // The table's revision differs from `knownRevision: null`, so the long poll answers at once.
+    let any_revision = wire::GetClusterIngressRouteTable { known_revision: Value::Null };
     let table = flow
-        .relay("getClusterIngressRouteTable", first, json!({ "knownRevision": null }))
+        .relay(methods::name::GET_CLUSTER_INGRESS_ROUTE_TABLE, first, wire::to_request(&any_revision))
         .await
         .unwrap_or_else(|data| panic!("getClusterIngressRouteTable: {data}"));
     assert!(table["table"]["revision"].as_u64() >= Some(2), "two route writes (and backends as grants appear)");
@@ -1766,13 +1777,16 @@ async fn every_method_answers_in_the_documented_shapes() {
     .await;
 
     // Relay and node principals.
-    let reconnected = flow.ok("connectClusterRelay", None, connect.clone()).await;
+    let reconnected = flow.ok(methods::name::CONNECT_CLUSTER_RELAY, None, connect.clone()).await;
     let second_token = reconnected["token"].clone();
-    flow.relay("heartbeatClusterRelay", second_token.as_str(), json!({})).await.expect("the new connection");
-    let lost = flow.relay("heartbeatClusterRelay", first_token.as_str(), json!({})).await.expect_err("superseded");
+    let heartbeat = wire::to_request(&wire::NoMembers {});
+    let beat = flow.relay(methods::name::HEARTBEAT_CLUSTER_RELAY, second_token.as_str(), heartbeat.clone()).await;
+    beat.expect("the new connection");
+    let lost = flow.relay(methods::name::HEARTBEAT_CLUSTER_RELAY, first_token.as_str(), heartbeat).await;
+    let lost = lost.expect_err("superseded");
     assert_eq!(lost["code"], json!("relay-connection-lost"));
     let lost = flow
-        .relay("getClusterIngressRouteTable", first_token.as_str(), json!({ "knownRevision": null }))
+        .relay(methods::name::GET_CLUSTER_INGRESS_ROUTE_TABLE, first_token.as_str(), wire::to_request(&any_revision))
         .await
         .expect_err("superseded");
     assert_eq!(lost["code"], json!("relay-connection-lost"));
@@ -1806,8 +1820,13 @@ async fn every_method_answers_in_the_documented_shapes() {
         let session = json!({ "session": { "id": "session-1", "generation": 1,
             "controller": { "kind": "cloudly", "id": "ctl-1" }, "clusterId": "c1", "nodeId": "node-1",
             "runtimeNamespace": "ns-main" } });
-        let request = if *method == "openRuntimeSession" {
-            json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": created["bearer"] })
+        let request = if *method == methods::name::OPEN_RUNTIME_SESSION {
+            let node = (&json!("c1"), &json!("node-1"));
+            wire::to_request(&wire::OpenRuntimeSession {
+                cluster_id: node.0,
+                node_id: node.1,
+                bearer: &created["bearer"],
+            })
         } else {
             session
         };
@@ -1827,9 +1846,12 @@ async fn every_method_answers_in_the_documented_shapes() {
     let (socket, _) =
         tokio_tungstenite::connect_async(format!("ws://{address}/typedsocket")).await.expect("the socket upgrades");
     flow.socket = Some(socket);
-    let opened = json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": created["bearer"] });
-    let session = flow.node_ok("openRuntimeSession", opened).await["session"].clone();
-    let assignments = flow.node_ok("getRuntimeAssignments", json!({ "session": session })).await;
+    let node = (&json!("c1"), &json!("node-1"));
+    let opened =
+        wire::to_request(&wire::OpenRuntimeSession { cluster_id: node.0, node_id: node.1, bearer: &created["bearer"] });
+    let session = flow.node_ok(methods::name::OPEN_RUNTIME_SESSION, opened).await["session"].clone();
+    let of_session = wire::to_request(&wire::GetRuntimeAssignments { session: &session });
+    let assignments = flow.node_ok(methods::name::GET_RUNTIME_ASSIGNMENTS, of_session.clone()).await;
     let assignment = assignments["assignments"]
         .as_array()
         .expect("assignments")
@@ -1838,8 +1860,8 @@ async fn every_method_answers_in_the_documented_shapes() {
         .find(|payload| payload["serviceId"] == json!("ingress"))
         .expect("node-1 runs an ingress replica");
     let assignment = reference_of(&assignment);
-    let values =
-        flow.node_ok("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": assignment })).await;
+    let resolve = wire::to_request(&wire::ResolveRuntimeSecretBindings { session: &session, assignment: &assignment });
+    let values = flow.node_ok(methods::name::RESOLVE_RUNTIME_SECRET_BINDINGS, resolve).await;
     let bearer = values["values"]
         .as_array()
         .expect("values")
@@ -1848,24 +1870,28 @@ async fn every_method_answers_in_the_documented_shapes() {
         .and_then(|value| value["value"].as_str())
         .expect("the ingress bearer")
         .to_owned();
-    let ready = json!({ "session": session, "assignment": assignment, "state": "ready" });
-    flow.node_ok("reportRuntimeAssignmentState", ready).await;
+    let ready =
+        wire::ReportRuntimeAssignmentState { session: &session, assignment: &assignment, state: &json!("ready") };
+    flow.node_ok(methods::name::REPORT_RUNTIME_ASSIGNMENT_STATE, wire::to_request(&ready)).await;
     // The node's signed projection: fetched, reported applied, then current (`null` for a known
     // reference); an administrator reads it with its application; an unknown generation is
     // `not-found`.
-    let fetched = flow.node_ok("getRuntimeNetworkProjection", json!({ "session": session, "known": null })).await;
+    let fetch = wire::to_request(&wire::GetRuntimeNetworkProjection { session: &session, known: &Value::Null });
+    let fetched = flow.node_ok(methods::name::GET_RUNTIME_NETWORK_PROJECTION, fetch).await;
     let projection = fetched["projection"]["payload"].clone();
     assert_eq!(projection["nodeId"], json!("node-1"), "{fetched}");
     let applied = reference_of(&projection);
-    let report = json!({ "session": session, "applied": applied });
-    assert_eq!(flow.node_ok("reportRuntimeNetworkProjectionApplied", report).await, json!({ "recorded": true }));
+    let report =
+        wire::to_request(&wire::ReportRuntimeNetworkProjectionApplied { session: &session, applied: &applied });
+    let recorded = flow.node_ok(methods::name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED, report).await;
+    assert_eq!(recorded, json!({ "recorded": true }));
     // Background reconciles of earlier writes may still issue newer generations; once the node
     // knows the current one, the answer is `null`.
     let mut known = applied.clone();
     let mut answered_null = false;
     for _ in 0..50 {
-        let asked = json!({ "session": session, "known": known });
-        let answer = flow.node_ok("getRuntimeNetworkProjection", asked).await;
+        let asked = wire::to_request(&wire::GetRuntimeNetworkProjection { session: &session, known: &known });
+        let answer = flow.node_ok(methods::name::GET_RUNTIME_NETWORK_PROJECTION, asked).await;
         if answer == json!({ "projection": null }) {
             answered_null = true;
             break;
@@ -1879,8 +1905,10 @@ async fn every_method_answers_in_the_documented_shapes() {
     assert_eq!(for_node["applied"], applied);
     let mut unknown = applied.clone();
     unknown["generation"] = json!(9);
-    let unknown = json!({ "session": session, "applied": unknown });
-    let missing = flow.node("reportRuntimeNetworkProjectionApplied", unknown).await.expect_err("an unknown generation");
+    let unknown =
+        wire::to_request(&wire::ReportRuntimeNetworkProjectionApplied { session: &session, applied: &unknown });
+    let missing = flow.node(methods::name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED, unknown).await;
+    let missing = missing.expect_err("an unknown generation");
     assert_eq!(missing["what"], json!("projection"));
 
     let elected = second_token.as_str();
@@ -1950,7 +1978,7 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.ok("putServiceRuntimeSpec", Some(&admin), json!({ "spec": db, "expectedRevision": null })).await;
     let mut uncertain = None;
     for _ in 0..200 {
-        flow.node_ok("getRuntimeAssignments", json!({ "session": session })).await;
+        flow.node_ok(methods::name::GET_RUNTIME_ASSIGNMENTS, of_session.clone()).await;
         let listed = flow.ok("listRuntimeLocalStorageClaims", Some(&viewer), json!({ "clusterId": "c1" })).await;
         let claim = listed["claims"][0].clone();
         if claim["node"]["state"] == json!("uncertain") {
@@ -2001,8 +2029,10 @@ async fn every_method_answers_in_the_documented_shapes() {
     flow.ok("putCluster", Some(&admin), c3).await;
     let relay3 = json!({ "clusterId": "c3", "relayId": "relay-3" });
     let issued3 = flow.ok("issueClusterRelayCredential", Some(&admin), relay3).await;
-    let connect3 = json!({ "clusterId": "c3", "relayId": "relay-3", "bearer": issued3["bearer"] });
-    let token3 = flow.ok("connectClusterRelay", None, connect3).await["token"].clone();
+    let connect3 =
+        wire::ConnectClusterRelay { cluster_id: &json!("c3"), relay_id: &json!("relay-3"), bearer: &issued3["bearer"] };
+    let token3 =
+        flow.ok(methods::name::CONNECT_CLUSTER_RELAY, None, wire::to_request(&connect3)).await["token"].clone();
     let undesignated = ingress_registration(&bearer, "node-1");
     flow.registration_refused(token3.as_str(), undesignated, RefusalReason::IngressNotDesignated).await;
     // `conflict`: the designation rotates between the judge's reads and its commit.

@@ -8,6 +8,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::domain::ControllerSettings;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -83,14 +85,18 @@ async fn running_db(service: &TestService, volume: Option<&str>) -> (NodeAgent, 
     let agent = NodeAgent::connect_with(service, Arc::new(NodeVolumes::default())).await;
     let session = agent.open("c1", "node-1", &bearer).await;
     let assignment = eventually("db's assignment", || async {
-        let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+        let answer =
+            agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
         answer["assignments"].as_array().unwrap().iter().find(|signed| signed["payload"]["serviceId"] == "db").cloned()
     })
     .await;
     let payload = &assignment["payload"];
     let reference = json!({ "id": payload["id"], "generation": payload["generation"], "digest": payload["digest"] });
     agent
-        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
+        .call(
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState { session: &session, assignment: &reference, state: &json!("ready") },
+        )
         .await
         .unwrap();
     eventually("db converged", || async { (status(service, "db").await.0 == json!("converged")).then_some(()) }).await;

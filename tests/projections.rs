@@ -11,6 +11,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::contract::network::RuntimeNetworkLease;
 use cloudly::contract::network::projection::{
     ProjectionController, RuntimeNetworkProjection, admit_runtime_network_projection,
@@ -72,7 +74,10 @@ impl Follower {
         let known = self.accepted.as_ref().map(reference_of).unwrap_or(Value::Null);
         let answer = self
             .agent
-            .call("getRuntimeNetworkProjection", json!({ "session": self.session, "known": known }))
+            .call(
+                name::GET_RUNTIME_NETWORK_PROJECTION,
+                wire::GetRuntimeNetworkProjection { session: &self.session, known: &known },
+            )
             .await
             .unwrap_or_else(|error| panic!("getRuntimeNetworkProjection: {error:?}"));
         let signed = answer["projection"].clone();
@@ -104,7 +109,10 @@ impl Follower {
         let applied = reference_of(self.accepted.as_ref().expect("a projection to apply"));
         let answer = self
             .agent
-            .call("reportRuntimeNetworkProjectionApplied", json!({ "session": self.session, "applied": applied }))
+            .call(
+                name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED,
+                wire::ReportRuntimeNetworkProjectionApplied { session: &self.session, applied: &applied },
+            )
             .await
             .unwrap_or_else(|error| panic!("reportRuntimeNetworkProjectionApplied: {error:?}"));
         assert_eq!(answer, json!({ "recorded": true }));
@@ -411,15 +419,16 @@ on_both_stores!(a_current_known_is_answered_from_the_head_without_reading_the_re
     service.database.execute("UPDATE runtime_network_projections SET record = '{}' WHERE node_id = 'node-1'").await;
     assert!(one.fetch().await.is_none(), "a current known is answered from the head");
     // A node without a known needs the record: the unreadable row is an error, not a projection.
-    let whole = one.agent.call("getRuntimeNetworkProjection", json!({ "session": one.session, "known": null })).await;
+    let whole = wire::GetRuntimeNetworkProjection { session: &one.session, known: &Value::Null };
+    let whole = one.agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, whole).await;
     assert!(whole.is_err(), "an unreadable record was answered: {whole:?}");
     // The poll with a current known still checks the session in the same read. A node session
     // opened through another controller process (a newer generation written to the store; this
     // process keeps the old socket open) ends the socket's session, and another node's session
     // is not this socket's.
     let known = reference_of(one.current());
-    let asked = json!({ "session": one.session, "known": known });
-    assert!(one.agent.call("getRuntimeNetworkProjection", asked.clone()).await.unwrap()["projection"].is_null());
+    let asked = wire::GetRuntimeNetworkProjection { session: one.session.clone(), known: known.clone() };
+    assert!(one.agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, &asked).await.unwrap()["projection"].is_null());
     service
         .database
         .execute(
@@ -430,12 +439,13 @@ on_both_stores!(a_current_known_is_answered_from_the_head_without_reading_the_re
              WHERE cluster_id = 'c1' AND node_id = 'node-1' ORDER BY generation DESC LIMIT 1",
         )
         .await;
-    let error = one.agent.call("getRuntimeNetworkProjection", asked).await.expect_err("a superseded session");
+    let error = one.agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, asked).await.expect_err("a superseded session");
     assert_eq!(error.code(), "principal-refused");
     assert_eq!(error.data["current"]["id"], json!("elsewhere"));
     let two = Follower::connect(&service, "node-2").await;
-    let foreign = json!({ "session": two.session, "known": known });
-    let error = one.agent.call("getRuntimeNetworkProjection", foreign).await.expect_err("another node's session");
+    let foreign = wire::GetRuntimeNetworkProjection { session: &two.session, known: &known };
+    let error =
+        one.agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, foreign).await.expect_err("another node's session");
     assert_eq!(error.code(), "principal-refused");
     service.stop_unchecked().await;
 });
@@ -495,7 +505,10 @@ on_both_stores!(an_unknown_application_report_is_not_found_and_changes_nothing, 
     unknown["digest"] = json!(format!("sha256:{}", "1".repeat(64)));
     let error = one
         .agent
-        .call("reportRuntimeNetworkProjectionApplied", json!({ "session": one.session, "applied": unknown }))
+        .call(
+            name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED,
+            wire::ReportRuntimeNetworkProjectionApplied { session: &one.session, applied: &unknown },
+        )
         .await
         .expect_err("an unknown generation");
     assert_eq!(error.code(), "not-found");

@@ -6,6 +6,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{CallError, Client, TypedError};
 use cloudly::domain::identity::Role;
 use cloudly::domain::{Controller, ControllerSettings};
@@ -41,8 +43,8 @@ async fn issue(service: &TestService, cluster: &str, relay: &str) -> String {
 
 /// Connects and answers the whole answer.
 async fn connect(client: &Client, cluster: &str, relay: &str, bearer: &str) -> Result<Value, TypedError> {
-    relay_call(client, "connectClusterRelay", json!({ "clusterId": cluster, "relayId": relay, "bearer": bearer }), None)
-        .await
+    let request = wire::ConnectClusterRelay { cluster_id: cluster, relay_id: relay, bearer };
+    relay_call(client, name::CONNECT_CLUSTER_RELAY, wire::to_request(&request), None).await
 }
 
 async fn connect_ok(client: &Client, cluster: &str, relay: &str, bearer: &str) -> (Value, String) {
@@ -53,11 +55,12 @@ async fn connect_ok(client: &Client, cluster: &str, relay: &str, bearer: &str) -
 }
 
 async fn heartbeat(client: &Client, token: Option<&str>) -> Result<Value, TypedError> {
-    relay_call(client, "heartbeatClusterRelay", json!({}), token).await
+    relay_call(client, name::HEARTBEAT_CLUSTER_RELAY, wire::to_request(&wire::NoMembers {}), token).await
 }
 
 async fn route_table(client: &Client, token: &str, known: Value) -> Result<Value, TypedError> {
-    relay_call(client, "getClusterIngressRouteTable", json!({ "knownRevision": known }), Some(token)).await
+    let request = wire::GetClusterIngressRouteTable { known_revision: known };
+    relay_call(client, name::GET_CLUSTER_INGRESS_ROUTE_TABLE, wire::to_request(&request), Some(token)).await
 }
 
 /// Organization, cluster `c1` with a relay origin, service `web` with ports tcp 80, tcp 443 and
@@ -174,7 +177,13 @@ on_both_stores!(a_missing_or_unknown_token_and_a_wrong_bearer_are_refused_alike,
         expect_code(heartbeat(&service.client, None).await, "principal-refused"),
         expect_code(heartbeat(&service.client, Some("szrc_not-a-token")).await, "principal-refused"),
         expect_code(
-            relay_call(&service.client, "getClusterIngressRouteTable", json!({ "knownRevision": null }), None).await,
+            relay_call(
+                &service.client,
+                name::GET_CLUSTER_INGRESS_ROUTE_TABLE,
+                wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: Value::Null }),
+                None,
+            )
+            .await,
             "principal-refused",
         ),
         expect_code(route_table(&service.client, "szrc_not-a-token", Value::Null).await, "principal-refused"),
@@ -503,8 +512,13 @@ on_both_stores!(no_bearer_or_token_appears_outside_the_answer_that_issues_it, |b
         )
         .await,
         relay_call(&service.client, "heartbeatClusterRelay", json!({ "token": newer }), Some(&newer)).await,
-        relay_call(&service.client, "getClusterIngressRouteTable", json!({ "knownRevision": newer }), Some(&newer))
-            .await,
+        relay_call(
+            &service.client,
+            name::GET_CLUSTER_INGRESS_ROUTE_TABLE,
+            wire::to_request(&wire::GetClusterIngressRouteTable { known_revision: &newer }),
+            Some(&newer),
+        )
+        .await,
     ] {
         answers.push(text(&result));
     }
@@ -518,7 +532,15 @@ on_both_stores!(no_bearer_or_token_appears_outside_the_answer_that_issues_it, |b
     // Wrong-typed secrets are named, not echoed.
     match service
         .client
-        .envelope("connectClusterRelay", json!({ "clusterId": "c1", "relayId": "relay-1", "bearer": 7 }), None)
+        .envelope(
+            name::CONNECT_CLUSTER_RELAY,
+            wire::to_request(&wire::ConnectClusterRelay {
+                cluster_id: json!("c1"),
+                relay_id: json!("relay-1"),
+                bearer: json!(7),
+            }),
+            None,
+        )
         .await
     {
         Ok(answer) => assert_eq!(answer["error"]["data"]["violations"], json!(["request bearer must be a string"])),

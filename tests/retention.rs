@@ -6,9 +6,10 @@
 #[macro_use]
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::domain::ControllerSettings;
 use cloudly::domain::retention::{Pruned, RetentionSettings};
-use serde_json::json;
 use std::sync::atomic::Ordering;
 use support::ingress::{CLUSTER, IngressWorld, RELAY, connect_relay_with_bearer_at, relay_call};
 use support::service::Backend;
@@ -30,7 +31,14 @@ async fn register_times(world: &IngressWorld, token: &str, count: usize) {
 }
 
 async fn heartbeat_code(world: &IngressWorld, token: &str) -> String {
-    match relay_call(&world.service.client, "heartbeatClusterRelay", json!({}), Some(token)).await {
+    match relay_call(
+        &world.service.client,
+        name::HEARTBEAT_CLUSTER_RELAY,
+        wire::to_request(&wire::NoMembers {}),
+        Some(token),
+    )
+    .await
+    {
         Ok(_) => "ok".to_owned(),
         Err(error) => error.data["code"].as_str().unwrap_or("").to_owned(),
     }

@@ -8,6 +8,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::domain::ControllerSettings;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -117,7 +119,8 @@ async fn node_one(service: &TestService, volumes: &Arc<NodeVolumes>) -> (NodeAge
 
 /// Node-1's assignment of `db`, if it has one.
 async fn db_assignment(agent: &NodeAgent, session: &Value) -> Option<Value> {
-    let answer = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let answer =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     answer["assignments"].as_array().unwrap().iter().find(|signed| signed["payload"]["serviceId"] == "db").cloned()
 }
 
@@ -167,8 +170,12 @@ on_both_stores!(two_empty_volumes_are_claimed_pushed_sealed_and_converge, |backe
     let payload = &assignment["payload"];
     agent
         .call(
-            "reportRuntimeAssignmentState",
-            json!({ "session": session, "assignment": reference(payload), "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState {
+                session: &session,
+                assignment: &reference(payload),
+                state: &json!("ready"),
+            },
         )
         .await
         .unwrap();
@@ -188,8 +195,12 @@ on_both_stores!(a_service_whose_node_runs_it_before_confirming_its_storage_is_no
     assert_ne!(claim_of(&service, "data").await["node"]["state"], json!("ready"), "not answered yet");
     agent
         .call(
-            "reportRuntimeAssignmentState",
-            json!({ "session": session, "assignment": reference(&assignment["payload"]), "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState {
+                session: &session,
+                assignment: &reference(&assignment["payload"]),
+                state: &json!("ready"),
+            },
         )
         .await
         .unwrap();
@@ -209,8 +220,12 @@ on_both_stores!(a_service_whose_node_runs_it_before_confirming_its_storage_is_no
     let assignment = eventually("the db assignment", || db_assignment(&renewed, &session)).await;
     renewed
         .call(
-            "reportRuntimeAssignmentState",
-            json!({ "session": session, "assignment": reference(&assignment["payload"]), "state": "ready" }),
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            wire::ReportRuntimeAssignmentState {
+                session: &session,
+                assignment: &reference(&assignment["payload"]),
+                state: &json!("ready"),
+            },
         )
         .await
         .unwrap();

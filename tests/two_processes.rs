@@ -8,6 +8,8 @@
 
 mod support;
 
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{CallError, Client};
 use cloudly::contract::designation::snapshot_cluster_ingress_designation;
 use cloudly::keys::ControllerKeys;
@@ -161,7 +163,8 @@ async fn an_ingress_registers_across_two_controller_processes_that_agree_on_the_
     // The node's socket is on the first process; it runs the ingress.
     let agent = NodeAgent::connect_to(&pair.first.base_url).await;
     let session = agent.open("c1", "node-1", &node_bearer).await;
-    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let assignments =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     let assignment = assignments["assignments"][0]["payload"].clone();
     let bearer = run_ingress_replica(&agent, &session, &assignment).await.unwrap();
 
@@ -250,7 +253,8 @@ async fn a_change_made_through_one_process_reaches_a_node_connected_to_the_other
     let volumes = NodeVolumes::new();
     let mut agent = NodeAgent::connect_holding(&pair.first.base_url, volumes.clone()).await;
     let session = agent.open("c1", "node-1", &bearer).await;
-    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let assignments =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     assert_eq!(assignments["assignments"][0]["payload"]["workload"]["image"], json!("registry.example/db:1"));
     agent.drain_pushes();
 
@@ -259,7 +263,8 @@ async fn a_change_made_through_one_process_reaches_a_node_connected_to_the_other
     let push = pushed_within_bound(&mut agent, "a spec change through the other process").await;
     assert_eq!(push["method"], json!("pushRuntimeChanged"));
     assert_eq!(push["request"], json!({ "kinds": ["assignments"] }));
-    let assignments = agent.call("getRuntimeAssignments", json!({ "session": session })).await.unwrap();
+    let assignments =
+        agent.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session }).await.unwrap();
     assert_eq!(assignments["assignments"][0]["payload"]["workload"]["image"], json!("registry.example/db:2"));
 
     // A claim issued through the second process is pushed by the first at once (not at its
@@ -388,7 +393,13 @@ async fn a_projection_issued_through_one_process_reaches_a_node_connected_to_the
     pair.call(1, "putRuntimeNetworkAddressPlan", address_plan(1, 9000)).await.unwrap();
     let mut agent = NodeAgent::connect_holding(&pair.first.base_url, support::node_agent::NodeVolumes::new()).await;
     let session = agent.open("c1", "node-1", &bearer).await;
-    let first = agent.call("getRuntimeNetworkProjection", json!({ "session": session, "known": null })).await.unwrap();
+    let first = agent
+        .call(
+            name::GET_RUNTIME_NETWORK_PROJECTION,
+            wire::GetRuntimeNetworkProjection { session: &session, known: &Value::Null },
+        )
+        .await
+        .unwrap();
     let first = first["projection"]["payload"].clone();
     assert_eq!(first["endpoints"].as_array().map(Vec::len), Some(1), "the db lease: {first}");
     agent.drain_pushes();
@@ -399,8 +410,8 @@ async fn a_projection_issued_through_one_process_reaches_a_node_connected_to_the
     assert_eq!(push["method"], json!("pushRuntimeChanged"));
     assert_eq!(push["request"], json!({ "kinds": ["projection"] }));
     let reference = json!({ "id": first["id"], "generation": first["generation"], "digest": first["digest"] });
-    let next =
-        agent.call("getRuntimeNetworkProjection", json!({ "session": session, "known": reference })).await.unwrap();
+    let asked = wire::GetRuntimeNetworkProjection { session: &session, known: &reference };
+    let next = agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, asked).await.unwrap();
     let next = next["projection"]["payload"].clone();
     assert_eq!(next["protectedAuthority"]["platformEndpoints"][0]["port"], json!(9001));
     admit_runtime_network_projection(Some(&first), &next, None).expect("the node admits it");

@@ -7,6 +7,8 @@
 mod support;
 
 use cloudly::api::Limits;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::contract::registration::ProtocolRefusal;
 use cloudly::contract::{Id, NodeId};
 use serde_json::{Value, json};
@@ -278,7 +280,8 @@ on_both_stores!(an_envelope_breaking_a_raw_text_rule_is_request_invalid_and_chan
     let list = envelope_text("listClusters", &json!({ "identity": admin }), None);
     let get = envelope_text("getCluster", &json!({ "identity": admin, "clusterId": "c1" }), None);
     let keys = envelope_text("getControllerSigningKeys", &json!({}), None);
-    let heartbeat = envelope_text("heartbeatClusterRelay", &json!({}), Some("szrc_unknown"));
+    let heartbeat =
+        envelope_text(name::HEARTBEAT_CLUSTER_RELAY, &wire::to_request(&wire::NoMembers {}), Some("szrc_unknown"));
     // (method, envelope, the text to edit, its replacement, the rule broken)
     let cases = [
         // Two `mutationId` members: a designation whose request has no single reading.
@@ -351,8 +354,8 @@ on_both_stores!(a_socket_frame_breaking_a_raw_text_rule_is_request_invalid, |bac
     service.seed_cluster("c1", "ingress").await;
     let bearer = node_bearer(&service, "c1", "node-1").await;
     let agent = NodeAgent::connect(&service).await;
-    let open = json!({ "clusterId": "c1", "nodeId": "node-1", "bearer": bearer });
-    let open = envelope_text("openRuntimeSession", &open, None);
+    let open = wire::to_request(&wire::OpenRuntimeSession { cluster_id: "c1", node_id: "node-1", bearer: &bearer });
+    let open = envelope_text(name::OPEN_RUNTIME_SESSION, &open, None);
     for (id, text, violation) in [
         ("dup", edited(&open, r#""nodeId":"node-1""#, r#""nodeId":"node-1","nodeId":"node-1""#), DUPLICATE_KEY),
         ("fraction", edited(&open, r#""phase":"request""#, r#""phase":"request","attempt":2.5"#), NUMBER),

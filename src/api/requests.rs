@@ -3,11 +3,12 @@
 //! `request-invalid` (`01-contract-basics.md`, "Exact schema"). Violations name members, never
 //! their values.
 //!
-//! [`Members`] is the one exact-schema reader: the member set first (each missing required
-//! member, then each unknown one), then each member by its reader, the first failing member
-//! answering. An administrator request's members are its shape in `wire.rs` (read by
-//! [`shaped`]), the one the CLI writes; each member read here is a [`Member`] of that shape, which
-//! carries its wire name. The method table (`methods.rs`) verifies the principal before it calls
+//! [`shaped`] (and [`shaped_exactly`] for a relay's request) is the one exact-schema reader: the
+//! member set first (each missing required member, then each unknown one), then each member by
+//! its reader, the first failing member answering. A request's members are its shape in
+//! `wire.rs`, the one the CLI and the tests write; each member read here is a [`Member`] of that
+//! shape, which carries its wire name. `registerClusterIngress` alone is read as plain data, by
+//! the contract's readers. The method table (`methods.rs`) verifies the principal before it calls
 //! these functions, so an identity is judged before the members it travels with.
 
 use super::error::ApiError;
@@ -59,67 +60,43 @@ fn unknown_member(path: &str, key: &str) -> String {
     format!("{path} has an unknown member {key:?}")
 }
 
-/// The members of a request object, checked against its method's exact schema.
-pub struct Members<'a> {
-    members: &'a Request,
-}
-
-impl<'a> Members<'a> {
-    /// Every `required` member present, any of the `optional` ones, and no other besides
-    /// `identity` (an administrator's, verified before the members; ignored on node methods).
-    pub fn besides_identity(request: &'a Request, required: &[&str], optional: &[&str]) -> Result<Self, ApiError> {
-        Self::checked(request, required, optional, &["identity"])
-    }
-
-    /// Exactly the `required` members: relay requests, where `identity` is unknown too.
-    pub fn exactly(request: &'a Request, required: &[&str]) -> Result<Self, ApiError> {
-        Self::checked(request, required, &[], &[])
-    }
-
-    fn checked(request: &'a Request, required: &[&str], optional: &[&str], ignored: &[&str]) -> Result<Self, ApiError> {
-        let mut violations: Vec<String> = required
-            .iter()
-            .filter(|key| !request.contains_key(**key))
-            .map(|key| format!("request {key} is required"))
-            .collect();
-        violations.extend(
-            request
-                .keys()
-                .map(String::as_str)
-                .filter(|key| !ignored.contains(key) && !required.contains(key) && !optional.contains(key))
-                .map(|key| unknown_member("request", key)),
-        );
-        if violations.is_empty() {
-            Ok(Members { members: request })
-        } else {
-            Err(ApiError::request_invalid(violations))
-        }
-    }
-
-    /// The member `key` (`null` when absent).
-    pub fn get(&self, key: &str) -> &'a Value {
-        self.members.get(key).unwrap_or(&Value::Null)
-    }
-
-    /// Reads the member `key` with `read`, or names it: `request <key> must be <what>`.
-    pub fn read<T>(
-        &self,
-        key: &'static str,
-        read: impl FnOnce(&'a Value) -> Parsed<T>,
-        what: &str,
-    ) -> Result<T, ApiError> {
-        Member { key, value: self.get(key) }.read(read, what)
-    }
-
-    fn id(&self, key: &'static str) -> Result<Id, ApiError> {
-        self.read(key, reader::id, "an Id")
-    }
+/// The exact-schema check of the object at `path`: every `required` member present, any of the
+/// `optional` ones, and no other besides the `ignored` ones; each missing member named, then each
+/// unknown one.
+fn member_set(
+    path: &str,
+    object: &Map<String, Value>,
+    required: &[&str],
+    optional: &[&str],
+    ignored: &[&str],
+) -> Result<(), ApiError> {
+    let mut violations: Vec<String> = required
+        .iter()
+        .filter(|key| !object.contains_key(**key))
+        .map(|key| format!("{path} {key} is required"))
+        .collect();
+    violations.extend(
+        object
+            .keys()
+            .map(String::as_str)
+            .filter(|key| !ignored.contains(key) && !required.contains(key) && !optional.contains(key))
+            .map(|key| unknown_member(path, key)),
+    );
+    if violations.is_empty() { Ok(()) } else { Err(ApiError::request_invalid(violations)) }
 }
 
 /// The members of `request` as the shape `S`: every required member present, any of the optional
-/// ones, and no other besides `identity` (see [`Members::besides_identity`]).
+/// ones, and no other besides `identity` (an administrator's, verified before the members; ignored
+/// on node methods).
 pub fn shaped<'a, S: Shape<'a>>(request: &'a Request) -> Result<S, ApiError> {
-    Members::checked(request, S::REQUIRED, S::OPTIONAL, &["identity"])?;
+    member_set("request", request, S::REQUIRED, S::OPTIONAL, &["identity"])?;
+    Ok(S::members(request))
+}
+
+/// The members of a relay's `request` as the shape `S`, as [`shaped`] but with `identity` unknown
+/// too.
+pub fn shaped_exactly<'a, S: Shape<'a>>(request: &'a Request) -> Result<S, ApiError> {
+    member_set("request", request, S::REQUIRED, S::OPTIONAL, &[])?;
     Ok(S::members(request))
 }
 
@@ -154,9 +131,9 @@ pub fn cluster(request: &Request) -> Result<ClusterRequest, ApiError> {
     Ok(ClusterRequest { cluster_id: cluster_id.id()? })
 }
 
-/// `listClusters`: `{ identity }`.
+/// `listClusters`: [`wire::NoMembers`].
 pub fn list_clusters(request: &Request) -> Result<(), ApiError> {
-    Members::besides_identity(request, &[], &[]).map(drop)
+    shaped::<wire::NoMembers>(request).map(drop)
 }
 
 /// `putOrganization`: [`wire::PutOrganization`].
@@ -252,19 +229,7 @@ pub fn put_runtime_network_address_plan(request: &Request) -> Result<PutRuntimeN
     let Value::Object(plan) = member.value else {
         return Err(invalid("request plan must be an object"));
     };
-    let mut violations: Vec<String> = MEMBERS_WITHOUT_DIGEST
-        .iter()
-        .filter(|key| !plan.contains_key(**key))
-        .map(|key| format!("request plan {key} is required"))
-        .collect();
-    violations.extend(
-        plan.keys()
-            .filter(|key| !MEMBERS_WITHOUT_DIGEST.contains(&key.as_str()))
-            .map(|key| unknown_member("request plan", key)),
-    );
-    if !violations.is_empty() {
-        return Err(ApiError::request_invalid(violations));
-    }
+    member_set("request plan", plan, &MEMBERS_WITHOUT_DIGEST, &[], &[])?;
     let sealed = seal_runtime_network_address_plan(member.value).map_err(|rejected| invalid(rejected.to_string()))?;
     let violations = validate_runtime_network_address_plan(&sealed);
     if !violations.is_empty() {
@@ -345,27 +310,25 @@ pub fn issue_cluster_relay_credential(request: &Request) -> Result<IssueClusterR
     Ok(IssueClusterRelayCredentialRequest { cluster_id: cluster_id.id()?, relay_id: relay_id.id()? })
 }
 
-/// `connectClusterRelay`: exactly `{ clusterId, relayId, bearer }`.
+/// `connectClusterRelay`: exactly [`wire::ConnectClusterRelay`].
 pub fn connect_cluster_relay(request: &Request) -> Result<ConnectClusterRelayRequest, ApiError> {
-    let members = Members::exactly(request, &["clusterId", "relayId", "bearer"])?;
+    let wire::ConnectClusterRelay { cluster_id, relay_id, bearer } = shaped_exactly(request)?;
     Ok(ConnectClusterRelayRequest {
-        cluster_id: members.id("clusterId")?,
-        relay_id: members.id("relayId")?,
-        bearer: Bearer::from_presented(members.read("bearer", reader::string, "a string")?),
+        cluster_id: cluster_id.id()?,
+        relay_id: relay_id.id()?,
+        bearer: Bearer::from_presented(bearer.read(reader::string, "a string")?),
     })
 }
 
-/// `heartbeatClusterRelay`: exactly `{}`.
+/// `heartbeatClusterRelay`: exactly [`wire::NoMembers`].
 pub fn heartbeat_cluster_relay(request: &Request) -> Result<(), ApiError> {
-    Members::exactly(request, &[]).map(drop)
+    shaped_exactly::<wire::NoMembers>(request).map(drop)
 }
 
-/// `getClusterIngressRouteTable`: exactly `{ knownRevision }`.
+/// `getClusterIngressRouteTable`: exactly [`wire::GetClusterIngressRouteTable`].
 pub fn get_cluster_ingress_route_table(request: &Request) -> Result<GetClusterIngressRouteTableRequest, ApiError> {
-    let members = Members::exactly(request, &["knownRevision"])?;
-    let known_revision =
-        members.read("knownRevision", |value| reader::nullable(value, reader::counter), "null or a counter")?;
-    Ok(GetClusterIngressRouteTableRequest { known_revision })
+    let wire::GetClusterIngressRouteTable { known_revision } = shaped_exactly(request)?;
+    Ok(GetClusterIngressRouteTableRequest { known_revision: expected_revision(known_revision)? })
 }
 
 fn hostname(value: &Value) -> Parsed<String> {
@@ -438,15 +401,18 @@ fn no_members_besides_identity(request: &Request) -> Result<(), ApiError> {
     }
 }
 
-/// `openRuntimeSession`: `{ clusterId, nodeId, bearer }`.
+/// `openRuntimeSession`: [`wire::OpenRuntimeSession`].
 pub fn open_runtime_session(request: &Request) -> Result<crate::domain::sessions::OpenRuntimeSessionRequest, ApiError> {
-    let members = Members::besides_identity(request, &["clusterId", "nodeId", "bearer"], &[])?;
+    let wire::OpenRuntimeSession { cluster_id, node_id, bearer } = shaped(request)?;
     Ok(crate::domain::sessions::OpenRuntimeSessionRequest {
-        cluster_id: members.id("clusterId")?,
-        node_id: members.read("nodeId", reader::node_id, "a NodeId")?,
-        bearer: Bearer::from_presented(members.read("bearer", reader::string, "a string")?),
+        cluster_id: cluster_id.id()?,
+        node_id: node_id.read(reader::node_id, "a NodeId")?,
+        bearer: Bearer::from_presented(bearer.read(reader::string, "a string")?),
     })
 }
+
+/// How a node method reads the members after `session`.
+type Rest<'a, T> = Box<dyn Fn() -> Result<T, ApiError> + Send + Sync + 'a>;
 
 /// A node method's request read up to its `session`: the member set checked and the session
 /// read. The session is checked against the socket
@@ -455,78 +421,78 @@ pub fn open_runtime_session(request: &Request) -> Result<crate::domain::sessions
 pub struct SessionRequest<'a, T> {
     /// The session the request presents.
     pub session: RuntimeSessionReference,
-    members: Members<'a>,
-    rest: fn(&Members<'a>) -> Result<T, ApiError>,
+    rest: Rest<'a, T>,
 }
 
 impl<T> SessionRequest<'_, T> {
     /// The members after `session`.
     pub fn rest(&self) -> Result<T, ApiError> {
-        (self.rest)(&self.members)
+        (self.rest)()
     }
 }
 
+/// Reads `session`, keeping `rest` for the members after it.
 fn session_request<'a, T>(
-    request: &'a Request,
-    required: &[&str],
-    rest: fn(&Members<'a>) -> Result<T, ApiError>,
+    session: Member<'a>,
+    rest: impl Fn() -> Result<T, ApiError> + Send + Sync + 'a,
 ) -> Result<SessionRequest<'a, T>, ApiError> {
-    let members = Members::besides_identity(request, required, &[])?;
-    let session = members.read("session", RuntimeSessionReference::read, "an IRuntimeSessionReference")?;
-    Ok(SessionRequest { session, members, rest })
+    let session = session.read(RuntimeSessionReference::read, "an IRuntimeSessionReference")?;
+    Ok(SessionRequest { session, rest: Box::new(rest) })
 }
 
-fn assignment(members: &Members<'_>) -> Result<AuthorityReference, ApiError> {
-    members.read("assignment", AuthorityReference::read, "an IRuntimeAuthorityReference")
+fn authority_reference(member: Member<'_>) -> Result<AuthorityReference, ApiError> {
+    member.read(AuthorityReference::read, "an IRuntimeAuthorityReference")
 }
 
-/// `getRuntimeAssignments`: `{ session }` (no member after it).
+/// `getRuntimeAssignments`: [`wire::GetRuntimeAssignments`] (no member after `session`).
 pub fn get_runtime_assignments(request: &Request) -> Result<SessionRequest<'_, ()>, ApiError> {
-    session_request(request, &["session"], |_| Ok(()))
+    let wire::GetRuntimeAssignments { session } = shaped(request)?;
+    session_request(session, || Ok(()))
 }
 
-/// `resolveRuntimeSecretBindings`: `{ session, assignment }`.
+/// `resolveRuntimeSecretBindings`: [`wire::ResolveRuntimeSecretBindings`].
 pub fn resolve_runtime_secret_bindings(
     request: &Request,
 ) -> Result<SessionRequest<'_, ResolveRuntimeSecretBindingsRequest>, ApiError> {
-    session_request(request, &["session", "assignment"], |members| {
-        Ok(ResolveRuntimeSecretBindingsRequest { assignment: assignment(members)? })
+    let wire::ResolveRuntimeSecretBindings { session, assignment } = shaped(request)?;
+    session_request(session, move || {
+        Ok(ResolveRuntimeSecretBindingsRequest { assignment: authority_reference(assignment)? })
     })
 }
 
-/// `reportRuntimeAssignmentState`: `{ session, assignment, state }`.
+/// `reportRuntimeAssignmentState`: [`wire::ReportRuntimeAssignmentState`].
 pub fn report_runtime_assignment_state(
     request: &Request,
 ) -> Result<SessionRequest<'_, ReportRuntimeAssignmentStateRequest>, ApiError> {
-    session_request(request, &["session", "assignment", "state"], |members| {
-        let assignment = assignment(members)?;
-        let state = members.read("state", reader::string, "a string")?;
-        let state = AssignmentState::parse(state)
+    let wire::ReportRuntimeAssignmentState { session, assignment, state } = shaped(request)?;
+    session_request(session, move || {
+        let assignment = authority_reference(assignment)?;
+        let state = AssignmentState::parse(state.read(reader::string, "a string")?)
             .ok_or_else(|| invalid("request state must be starting, ready, failed or stopped"))?;
         Ok(ReportRuntimeAssignmentStateRequest { assignment, state })
     })
 }
 
-/// `getRuntimeNetworkProjection`: `{ session, known: IRuntimeAuthorityReference | null }`.
+/// `getRuntimeNetworkProjection`: [`wire::GetRuntimeNetworkProjection`], `known` an
+/// `IRuntimeAuthorityReference` or `null`.
 pub fn get_runtime_network_projection(
     request: &Request,
 ) -> Result<SessionRequest<'_, Option<AuthorityReference>>, ApiError> {
-    session_request(request, &["session", "known"], |members| {
-        members.read(
-            "known",
+    let wire::GetRuntimeNetworkProjection { session, known } = shaped(request)?;
+    session_request(session, move || {
+        known.read(
             |value| if value.is_null() { Ok(None) } else { AuthorityReference::read(value).map(Some) },
             "an IRuntimeAuthorityReference or null",
         )
     })
 }
 
-/// `reportRuntimeNetworkProjectionApplied`: `{ session, applied }`.
+/// `reportRuntimeNetworkProjectionApplied`: [`wire::ReportRuntimeNetworkProjectionApplied`].
 pub fn report_runtime_network_projection_applied(
     request: &Request,
 ) -> Result<SessionRequest<'_, AuthorityReference>, ApiError> {
-    session_request(request, &["session", "applied"], |members| {
-        members.read("applied", AuthorityReference::read, "an IRuntimeAuthorityReference")
-    })
+    let wire::ReportRuntimeNetworkProjectionApplied { session, applied } = shaped(request)?;
+    session_request(session, move || authority_reference(applied))
 }
 
 /// `getRuntimeNetworkProjectionForNode`: [`wire::GetClusterNode`].
@@ -536,10 +502,11 @@ pub fn get_runtime_network_projection_for_node(request: &Request) -> Result<Node
 }
 
 #[cfg(test)]
-mod tests {
-    //! Every request the CLI sends, written through its shape in `wire.rs` as the CLI writes it
-    //! and read back through this module's parser: a member the api reads that the writer does
-    //! not write (or writes under another name) fails here.
+pub(crate) mod tests {
+    //! Every request the CLI sends, and every relay's and node's request, written through its
+    //! shape in `wire.rs` as the CLI and the tests write it and read back through this module's
+    //! parser: a member the api reads that the writer does not write (or writes under another
+    //! name) fails here. `id`, `example` and `digest` serve `wire::answers`'s round trip too.
 
     use super::*;
     use crate::api::methods::name;
@@ -558,7 +525,7 @@ mod tests {
         members
     }
 
-    fn id(text: &str) -> Id {
+    pub(crate) fn id(text: &str) -> Id {
         Id::parse(text).expect("an Id")
     }
 
@@ -566,13 +533,14 @@ mod tests {
         NodeId::parse(text).expect("a NodeId")
     }
 
-    fn example(file: &str) -> Value {
+    /// A document of `deploy/examples`.
+    pub(crate) fn example(file: &str) -> Value {
         let path = format!("{}/deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).expect("an example file");
         serde_yaml_ng::from_str(&text).expect("an example document")
     }
 
-    fn digest() -> Sha256Digest {
+    pub(crate) fn digest() -> Sha256Digest {
         Sha256Digest::parse(&format!("sha256:{}", "ab".repeat(32))).expect("a digest")
     }
 
@@ -769,7 +737,97 @@ mod tests {
         }
         covers(name::LIST_CLUSTER_INGRESS_REGISTRATIONS);
 
+        covered.extend(relay_and_node_round_trips());
         covered
+    }
+
+    /// A request as a relay sends it: its shape written, nothing added.
+    fn sent_by_relay(shape: impl Serialize) -> Request {
+        let Value::Object(members) = wire::to_request(&shape) else { panic!("a shape writes an object") };
+        members
+    }
+
+    /// The relays' and the nodes' requests, written through their shapes as the tests' relay and
+    /// node agent write them, and read back.
+    fn relay_and_node_round_trips() -> Vec<&'static str> {
+        let request = wire::ConnectClusterRelay { cluster_id: "c1", relay_id: "relay-a", bearer: "secret" };
+        let read = connect_cluster_relay(&sent_by_relay(request)).expect("connectClusterRelay");
+        assert_eq!((read.cluster_id, read.relay_id, read.bearer.expose()), (id("c1"), id("relay-a"), "secret"));
+
+        heartbeat_cluster_relay(&sent_by_relay(NoMembers {})).expect("heartbeatClusterRelay");
+
+        for known_revision in [None, Some(4)] {
+            let request = wire::GetClusterIngressRouteTable { known_revision: json!(known_revision) };
+            let read = get_cluster_ingress_route_table(&sent_by_relay(request)).expect("getClusterIngressRouteTable");
+            assert_eq!(read, GetClusterIngressRouteTableRequest { known_revision });
+        }
+
+        let request = wire::OpenRuntimeSession { cluster_id: "c1", node_id: "node-1", bearer: "secret" };
+        let read = open_runtime_session(&sent(request)).expect("openRuntimeSession");
+        assert_eq!((read.cluster_id, read.node_id, read.bearer.expose()), (id("c1"), node_id("node-1"), "secret"));
+
+        let session = json!({
+            "id": "s1", "generation": 2, "controller": { "kind": "cloudly", "id": "ctl" },
+            "clusterId": "c1", "nodeId": "node-1", "runtimeNamespace": "ns-main",
+        });
+        let expected_session = RuntimeSessionReference::read(&session).expect("a session");
+        let reference =
+            wire::to_request(&wire::Reference { id: json!("a1"), generation: json!(2), digest: json!(digest()) });
+        let expected_reference = AuthorityReference { id: id("a1"), generation: 2, digest: digest() };
+
+        let request = sent(wire::GetRuntimeAssignments { session: session.clone() });
+        let read = get_runtime_assignments(&request).expect("getRuntimeAssignments");
+        assert_eq!((&read.session, read.rest().expect("nothing after session")), (&expected_session, ()));
+
+        let request = wire::ResolveRuntimeSecretBindings { session: session.clone(), assignment: reference.clone() };
+        let request = sent(request);
+        let read = resolve_runtime_secret_bindings(&request).expect("resolveRuntimeSecretBindings");
+        assert_eq!(read.session, expected_session);
+        assert_eq!(read.rest().expect("the assignment").assignment, expected_reference);
+
+        let request = wire::ReportRuntimeAssignmentState {
+            session: session.clone(),
+            assignment: reference.clone(),
+            state: json!(AssignmentState::Ready.as_str()),
+        };
+        let request = sent(request);
+        let read = report_runtime_assignment_state(&request).expect("reportRuntimeAssignmentState");
+        let expected = ReportRuntimeAssignmentStateRequest {
+            assignment: expected_reference.clone(),
+            state: AssignmentState::Ready,
+        };
+        assert_eq!((&read.session, read.rest().expect("the report")), (&expected_session, expected));
+
+        for known in [Value::Null, reference.clone()] {
+            let request = wire::GetRuntimeNetworkProjection { session: session.clone(), known: known.clone() };
+            let request = sent(request);
+            let read = get_runtime_network_projection(&request).expect("getRuntimeNetworkProjection");
+            let expected = (!known.is_null()).then(|| expected_reference.clone());
+            assert_eq!((&read.session, read.rest().expect("known")), (&expected_session, expected));
+        }
+
+        let request = wire::ReportRuntimeNetworkProjectionApplied { session, applied: reference };
+        let request = sent(request);
+        let read = report_runtime_network_projection_applied(&request).expect("reportRuntimeNetworkProjectionApplied");
+        assert_eq!((&read.session, read.rest().expect("applied")), (&expected_session, expected_reference));
+
+        vec![
+            name::CONNECT_CLUSTER_RELAY,
+            name::HEARTBEAT_CLUSTER_RELAY,
+            name::GET_CLUSTER_INGRESS_ROUTE_TABLE,
+            name::OPEN_RUNTIME_SESSION,
+            name::GET_RUNTIME_ASSIGNMENTS,
+            name::RESOLVE_RUNTIME_SECRET_BINDINGS,
+            name::REPORT_RUNTIME_ASSIGNMENT_STATE,
+            name::GET_RUNTIME_NETWORK_PROJECTION,
+            name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED,
+        ]
+    }
+
+    #[test]
+    fn a_relay_request_with_an_identity_is_refused() {
+        let refused = heartbeat_cluster_relay(&sent(NoMembers {})).expect_err("identity is unknown to a relay");
+        assert_eq!(refused.data["violations"], json!(["request has an unknown member \"identity\""]));
     }
 
     #[test]

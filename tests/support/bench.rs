@@ -6,6 +6,8 @@
 use super::database::{Backend, TestDatabase};
 use super::node_agent::{NodeAgent, NodeVolumes};
 use super::process::Scratch;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -74,7 +76,7 @@ pub async fn connect_node(admin: &Admin, base_url: &str, cluster: &str, node: &s
     let volumes = NodeVolumes::new();
     let agent = NodeAgent::connect_holding(base_url, volumes.clone()).await;
     let opened = agent
-        .call("openRuntimeSession", json!({ "clusterId": cluster, "nodeId": node, "bearer": bearer }))
+        .call(name::OPEN_RUNTIME_SESSION, wire::OpenRuntimeSession { cluster_id: cluster, node_id: node, bearer })
         .await
         .map_err(|error| format!("openRuntimeSession {node}: {} {}", error.text, error.data))?;
     Ok(ConnectedNode { agent, volumes, session: opened["session"].clone() })

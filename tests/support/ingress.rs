@@ -5,6 +5,8 @@
 
 use super::node_agent::{NodeAgent, node_bearer};
 use super::service::{Backend, TestService, designation_request, reference_of};
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use cloudly::client::{Client, TypedError};
 use cloudly::domain::ControllerSettings;
 use serde_json::{Value, json};
@@ -62,14 +64,10 @@ pub async fn connect_relay_with_bearer(
 
 /// Connects relay `relay` with its `bearer` through `client`: the connection token.
 pub async fn connect_relay_with_bearer_at(client: &Client, cluster: &str, relay: &str, bearer: &str) -> String {
-    let connected = relay_call(
-        client,
-        "connectClusterRelay",
-        json!({ "clusterId": cluster, "relayId": relay, "bearer": bearer }),
-        None,
-    )
-    .await
-    .unwrap_or_else(|error| panic!("connectClusterRelay: {} {}", error.text, error.data));
+    let request = wire::ConnectClusterRelay { cluster_id: cluster, relay_id: relay, bearer };
+    let connected = relay_call(client, name::CONNECT_CLUSTER_RELAY, wire::to_request(&request), None)
+        .await
+        .unwrap_or_else(|error| panic!("connectClusterRelay: {} {}", error.text, error.data));
     connected["token"].as_str().expect("a connection token").to_owned()
 }
 
@@ -91,16 +89,18 @@ pub fn assignment_reference(assignment: &Value) -> Value {
 /// designation's bearer it resolved.
 pub async fn run_ingress_replica(agent: &NodeAgent, session: &Value, assignment: &Value) -> Result<String, String> {
     let reference = assignment_reference(assignment);
+    let request = wire::ResolveRuntimeSecretBindings { session, assignment: &reference };
     let values = agent
-        .call("resolveRuntimeSecretBindings", json!({ "session": session, "assignment": reference }))
+        .call(name::RESOLVE_RUNTIME_SECRET_BINDINGS, request)
         .await
         .map_err(|error| format!("resolveRuntimeSecretBindings: {} {}", error.text, error.data))?;
     if values["values"][0]["name"] != json!("SERVEZONE_CLUSTER_INGRESS_BEARER") {
         return Err(format!("no ingress bearer among the resolved bindings: {values}"));
     }
     let bearer = values["values"][0]["value"].as_str().ok_or("the ingress bearer is not a string")?.to_owned();
+    let request = wire::ReportRuntimeAssignmentState { session, assignment: &reference, state: &json!("ready") };
     agent
-        .call("reportRuntimeAssignmentState", json!({ "session": session, "assignment": reference, "state": "ready" }))
+        .call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, request)
         .await
         .map_err(|error| format!("reportRuntimeAssignmentState: {} {}", error.text, error.data))?;
     Ok(bearer)
@@ -158,7 +158,7 @@ impl IngressWorld {
     pub async fn ingress_assignment(&self) -> Value {
         let answer = self
             .agent
-            .call("getRuntimeAssignments", json!({ "session": self.session }))
+            .call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &self.session })
             .await
             .unwrap_or_else(|error| panic!("getRuntimeAssignments: {} {}", error.text, error.data));
         answer["assignments"]
@@ -181,11 +181,14 @@ impl IngressWorld {
 
     /// Reports `state` for the current ingress assignment under the current session.
     pub async fn report(&self, state: &str) {
+        let assignment = assignment_reference(&self.assignment);
+        let request = wire::ReportRuntimeAssignmentState {
+            session: &self.session,
+            assignment: &assignment,
+            state: &json!(state),
+        };
         self.agent
-            .call(
-                "reportRuntimeAssignmentState",
-                json!({ "session": self.session, "assignment": assignment_reference(&self.assignment), "state": state }),
-            )
+            .call(name::REPORT_RUNTIME_ASSIGNMENT_STATE, request)
             .await
             .unwrap_or_else(|error| panic!("reportRuntimeAssignmentState: {} {}", error.text, error.data));
     }

@@ -5,6 +5,8 @@
 //! the controller closes the socket.
 
 use super::service::TestService;
+use cloudly::api::methods::name;
+use cloudly::api::wire;
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -270,9 +272,10 @@ impl NodeAgent {
         self.outgoing.send(Message::Text(text.into())).expect("the agent's writer runs");
     }
 
-    /// Calls `method`: the response, or the error.
-    pub async fn call(&self, method: &str, request: Value) -> Result<Value, AgentError> {
-        let answer = self.envelope(method, request).await;
+    /// Calls `method` with `request` (a shape of `api::wire`, or a `Value` for a malformed one):
+    /// the response, or the error.
+    pub async fn call(&self, method: &str, request: impl serde::Serialize) -> Result<Value, AgentError> {
+        let answer = self.envelope(method, wire::to_request(&request)).await;
         match answer.get("error") {
             Some(error) if !error.is_null() => {
                 Err(AgentError { text: error["text"].as_str().unwrap_or("").to_owned(), data: error["data"].clone() })
@@ -283,7 +286,8 @@ impl NodeAgent {
 
     /// `openRuntimeSession`, expected to succeed: the session.
     pub async fn open(&self, cluster: &str, node: &str, bearer: &str) -> Value {
-        self.call("openRuntimeSession", json!({ "clusterId": cluster, "nodeId": node, "bearer": bearer }))
+        let request = wire::OpenRuntimeSession { cluster_id: cluster, node_id: node, bearer };
+        self.call(name::OPEN_RUNTIME_SESSION, request)
             .await
             .unwrap_or_else(|error| panic!("openRuntimeSession: {} {}", error.text, error.data))["session"]
             .clone()

@@ -516,3 +516,156 @@ pub type ClaimListingRead = ClaimListing<Value, Value, Value, Value, Value>;
 
 /// A [`NodeSummary`] read with its members as values.
 pub type NodeSummaryRead = NodeSummary<Value, Value, Value, Value, Value>;
+
+#[cfg(test)]
+mod tests {
+    //! Every answer shape a reader deserializes (the CLI's, `Client::call_as`'s), met with an
+    //! answer the api writes (`api::answers`): read back through the reader's instantiation of
+    //! the shape, and written again to the same JSON, so a member the writer names differently, or
+    //! writes and the reader drops, fails here.
+
+    use super::*;
+    use crate::api::answers;
+    use crate::api::requests::tests::{digest, example, id};
+    use crate::contract::inventory::{
+        ServiceRuntimeSpec, parse_cluster, parse_node, parse_organization, parse_service_spec_body,
+    };
+    use crate::contract::session::RuntimeSessionReference;
+    use crate::domain::ControllerSigningKey;
+    use crate::domain::inventory::{NodeListing, NodePut};
+    use crate::domain::projections::NodeProjection;
+    use crate::domain::relays::{self, ClusterRelay, RelayConnected, RelayCredentialIssued};
+    use crate::domain::secrets::Bearer;
+    use crate::domain::sessions::NodeSessionStatus;
+    use crate::store::relays::StoredRelayConnection;
+    use crate::store::{StoredCluster, StoredNode, StoredOrganization};
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use serde_json::json;
+    use serde_json::value::RawValue;
+
+    /// `written` read as `A`, which writes it again member for member.
+    fn read_back<A: DeserializeOwned + Serialize>(written: &RawValue) -> A {
+        let text = written.get();
+        let read: A = serde_json::from_str(text).unwrap_or_else(|error| panic!("{error}: {text}"));
+        let again = serde_json::to_value(&read).expect("a shape serializes");
+        assert_eq!(again, serde_json::from_str::<Value>(text).expect("an answer is JSON"), "every member is read");
+        read
+    }
+
+    fn reference() -> AuthorityReference {
+        AuthorityReference { id: id("a1"), generation: 2, digest: digest() }
+    }
+
+    fn stored_node() -> StoredNode {
+        let node = parse_node(&example("node.json")).expect("a node");
+        StoredNode { cluster_id: id("c1"), node, bearer_hash: [0; 32], revision: 1 }
+    }
+
+    fn connection() -> StoredRelayConnection {
+        StoredRelayConnection {
+            id: id("conn-1"),
+            cluster_id: id("c1"),
+            relay_id: id("relay-a"),
+            epoch: 3,
+            last_seen_ms: 9,
+        }
+    }
+
+    #[test]
+    fn every_answer_a_reader_deserializes_reads_what_the_api_writes() {
+        let organization = parse_organization(&json!({ "id": "org", "name": "Example Org" })).expect("an organization");
+        let answer: OrganizationAnswer<Value> =
+            read_back(&answers::organization(&StoredOrganization { organization, revision: 1 }));
+        assert_eq!(answer.organization["name"], "Example Org");
+
+        let cluster =
+            StoredCluster { cluster: parse_cluster(&example("cluster.json")).expect("a cluster"), revision: 4 };
+        let answer: ClusterAnswer<Revised<Value, Value>> = read_back(&answers::cluster(&cluster));
+        assert_eq!((&answer.cluster.record["id"], &answer.cluster.revision), (&json!("c1"), &json!(4)));
+        let answer: ClustersAnswer<Vec<Revised<Value, Value>>> = read_back(&answers::clusters(&[cluster]));
+        assert_eq!(answer.clusters.len(), 1);
+
+        let put = NodePut { node: stored_node(), bearer: Some(Bearer::from_presented("node-secret")) };
+        let answer: NodePutAnswer<Value, Value> = read_back(&answers::node_put(&put));
+        assert_eq!(answer.bearer, "node-secret");
+        let answer: NodePutAnswer<Value, Value> = read_back(&answers::node_put(&NodePut { bearer: None, ..put }));
+        assert_eq!(answer.bearer, Value::Null);
+
+        let listing = NodeListing { node: stored_node(), status: NodeSessionStatus { session: None, connected: true } };
+        let answer: NodeAnswer<NodeSummaryRead> = read_back(&answers::node(&listing));
+        assert_eq!((&answer.node.connected, answer.node.runtime_namespace.is_some()), (&json!(true), true));
+        let answer: NodesAnswer<Vec<NodeSummaryRead>> = read_back(&answers::nodes(&[listing]));
+        assert_eq!(answer.nodes[0].runtime_namespace, None);
+
+        let body = parse_service_spec_body(&example("web-spec.json")).expect("a spec");
+        let answer: SpecAnswer<Revised<Value, Value>> =
+            read_back(&answers::spec(&ServiceRuntimeSpec { body, revision: 2 }));
+        assert_eq!(answer.spec.revision, 2);
+
+        let answer: DesignationAnswer<Value> = read_back(&answers::designation(None));
+        assert_eq!(answer.designation, Value::Null);
+
+        let claim = ClaimListing {
+            claim: Sorted(json!({ "id": "claim-1", "generation": 2 })),
+            faults: ClaimFaults { count: 1, last: Some(ClaimFault { at: 5, fault: "node-refused" }) },
+            issued_at: 3,
+            node: Some(ClaimNodeAnswer { answered_at: 6, generation: 2, state: "ready", status: "accepted" }),
+            resolution: Some(ClaimResolution { at: 7, decision: "purge" }),
+        };
+        let answer: ClaimsAnswer<Vec<ClaimListingRead>> =
+            read_back(&answers::written(&ClaimsAnswer { claims: [&claim] }));
+        assert_eq!(answer.claims[0].claim["id"], "claim-1");
+        let answer: ClaimAnswer<ClaimListingRead> = read_back(&answers::written(&ClaimAnswer { claim: &claim }));
+        assert_eq!(answer.claim.resolution["decision"], "purge");
+
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key();
+        let keys = [ControllerSigningKey { public_key: key, active_since: 1, retired_at: Some(8) }];
+        let answer: SigningKeysAnswer<Vec<PublishedKey<String, Value, Value>>> =
+            read_back(&answers::signing_keys(&keys));
+        assert_eq!((answer.keys[0].algorithm.as_str(), &answer.keys[0].retired_at), ("ed25519", &json!(8)));
+
+        let projection = NodeProjection { projection: None, applied: Some(reference()) };
+        let answer: NodeProjectionAnswer<Value, Value> = read_back(&answers::node_projection(&projection));
+        assert_eq!((&answer.applied["generation"], &answer.projection), (&json!(2), &Value::Null));
+
+        let issued = RelayCredentialIssued {
+            relay: ClusterRelay {
+                cluster_id: id("c1"),
+                relay_id: id("relay-a"),
+                origin: "https://relay.example".to_owned(),
+            },
+            bearer: Bearer::from_presented("relay-secret"),
+        };
+        let answer: RelayCredentialAnswer<String> = read_back(&answers::relay_credential(&issued));
+        assert_eq!((answer.bearer.as_str(), answer.relay.relay_id.as_str()), ("relay-secret", "relay-a"));
+
+        let connected =
+            RelayConnected { connection: connection(), token: Bearer::from_presented("token"), lease_ms: 30_000 };
+        let answer: RelayConnectedAnswer<RelayConnection<String, u64>, String, u64> =
+            read_back(&answers::relay_connected(&connected));
+        assert_eq!((answer.token.as_str(), answer.lease_ms, answer.connection.epoch), ("token", 30_000, 3));
+
+        let heartbeat = relays::RelayHeartbeatAnswer { connection: connection(), lease_ms: 30_000 };
+        let answer: RelayHeartbeatAnswer<RelayConnection<String, u64>, u64> =
+            read_back(&answers::relay_heartbeat(&heartbeat));
+        assert_eq!(answer.connection.id, "conn-1");
+
+        let session = json!({
+            "clusterId": "c1", "controller": { "id": "ctl", "kind": "cloudly" }, "generation": 2, "id": "s1",
+            "nodeId": "node-1", "runtimeNamespace": "ns-main",
+        });
+        let read = RuntimeSessionReference::read(&session).expect("a session");
+        let answer: SessionAnswer<Value> = read_back(&answers::session(&read));
+        assert_eq!(answer.session, session);
+        let answer: AssignmentsAnswer<Vec<Value>> = read_back(&answers::assignments(&[]));
+        assert!(answer.assignments.is_empty());
+        let values = [("SERVEZONE_CLUSTER_INGRESS_BEARER".to_owned(), Bearer::from_presented("ingress-secret"))];
+        let answer: SecretValuesAnswer<Vec<Value>> = read_back(&answers::secret_values(&values));
+        assert_eq!(answer.values[0]["value"], "ingress-secret");
+        let answer: ProjectionAnswer<Value> = read_back(&answers::projection(None));
+        assert_eq!(answer.projection, Value::Null);
+        let answer: StatusesAnswer<Vec<Value>> = read_back(&answers::statuses(&[]));
+        assert!(answer.statuses.is_empty());
+    }
+}
