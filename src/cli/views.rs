@@ -279,6 +279,7 @@ fn count(value: &Value, pointer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::methods::name;
     use serde_json::json;
 
     #[test]
@@ -308,5 +309,73 @@ mod tests {
         assert_eq!(ORGANIZATION_VIEW.render(&organization), "ID   NAME\norg  Example Org");
         let applied = json!({ "applied": [{ "cluster": "c1", "node": "node-1", "result": "created", "bearer": "b" }] });
         assert_eq!(APPLIED_VIEW.render(&applied).lines().nth(1), Some("node/node-1  c1       created  b"));
+    }
+
+    /// Each view over a method's answer, with that method. `network projection`, `apply` and
+    /// `version` show answers the CLI composes, so they have no method's answer to meet.
+    const VIEWS_OF_METHODS: &[(&View, &str)] = &[
+        (&ORGANIZATION_VIEW, name::GET_ORGANIZATION),
+        (&CLUSTERS_VIEW, name::LIST_CLUSTERS),
+        (&CLUSTER_VIEW, name::GET_CLUSTER),
+        (&NODES_VIEW, name::LIST_CLUSTER_NODES),
+        (&NODE_VIEW, name::GET_CLUSTER_NODE),
+        (&SPEC_VIEW, name::GET_SERVICE_RUNTIME_SPEC),
+        (&STATUSES_VIEW, name::LIST_SERVICE_RUNTIME_STATUSES),
+        (&STATUS_VIEW, name::GET_SERVICE_RUNTIME_STATUS),
+        (&DESIGNATION_VIEW, name::GET_CLUSTER_INGRESS_DESIGNATION),
+        (&DESIGNATIONS_VIEW, name::LIST_CLUSTER_INGRESS_DESIGNATIONS),
+        (&REGISTRATIONS_VIEW, name::LIST_CLUSTER_INGRESS_REGISTRATIONS),
+        (&RELAYS_VIEW, name::LIST_CLUSTER_RELAYS),
+        (&ROUTES_VIEW, name::GET_CLUSTER_INGRESS_ROUTES),
+        (&PLAN_VIEW, name::GET_RUNTIME_NETWORK_ADDRESS_PLAN),
+        (&CLAIMS_VIEW, name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS),
+    ];
+
+    /// Whether `pointer`'s members (a number: an item) are described under `schema` of the
+    /// OpenAPI document `document`, through `$ref`, `items` and any branch of `allOf`, `oneOf`
+    /// and `anyOf`.
+    fn described(document: &Value, schema: &Value, pointer: &str) -> bool {
+        let Some(members) = pointer.strip_prefix('/') else { return pointer.is_empty() };
+        let (member, rest) = members.find('/').map_or((members, ""), |at| (&members[..at], &members[at..]));
+        let mut schema = schema;
+        while let Some(reference) = schema["$ref"].as_str() {
+            schema = document.pointer(reference.trim_start_matches('#')).unwrap_or(&Value::Null);
+        }
+        let here = if member.parse::<usize>().is_ok() { &schema["items"] } else { &schema["properties"][member] };
+        (!here.is_null() && described(document, here, rest))
+            || ["allOf", "oneOf", "anyOf"]
+                .iter()
+                .filter_map(|key| schema[*key].as_array())
+                .flatten()
+                .any(|branch| described(document, branch, pointer))
+    }
+
+    /// Every member a view shows (its rows and each text or time column) is one the method's
+    /// answer has in `openapi/openapi.yaml`, the wire description `tests/openapi.rs` holds the
+    /// api's answers to: a member renamed there, or misspelled here, fails.
+    #[test]
+    fn every_column_a_view_shows_is_a_member_of_its_methods_answer() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.yaml");
+        let document: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("the OpenAPI document"))
+            .expect("the OpenAPI document is JSON");
+        for (view, method) in VIEWS_OF_METHODS {
+            let answer = &document["components"]["schemas"][format!("{method}Response")];
+            assert!(!answer.is_null(), "{method} has an answer schema");
+            for column in view.columns {
+                let pointer = match column.cell {
+                    Cell::Text(pointer) | Cell::Time(pointer) => pointer,
+                    Cell::Made(_) => continue,
+                };
+                // A row is the record at `rows` or, when that is a list, each of its items.
+                let (record, item) = (format!("{}{pointer}", view.rows), format!("{}/0{pointer}", view.rows));
+                assert!(
+                    described(&document, answer, &record) || described(&document, answer, &item),
+                    "{method}: the {} column's {pointer} under {}",
+                    column.header,
+                    view.rows
+                );
+            }
+        }
+        assert!(!described(&document, &document["components"]["schemas"]["getClusterResponse"], "/cluster/phase"));
     }
 }
