@@ -26,6 +26,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use cloudly::api::methods::name;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -76,8 +77,8 @@ type Node = ConnectedNode;
 /// Creates the organization, the cluster and its [`NODES`] nodes, and connects an agent for each
 /// with an open session.
 async fn build_cluster(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Vec<Node>> {
-    admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
-    admin.call("putCluster", cluster_body(CLUSTER)).await?;
+    admin.call(name::PUT_ORGANIZATION, json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    admin.call(name::PUT_CLUSTER, cluster_body(CLUSTER)).await?;
     connect_nodes(admin, base_url, CLUSTER, (0..NODES).map(node_name)).await
 }
 
@@ -154,7 +155,7 @@ async fn run_phase(
                 }
                 let sent = SystemTime::now();
                 let started = Instant::now();
-                let answer = client.call("putServiceRuntimeSpec", service_spec(index)).await?;
+                let answer = client.call(name::PUT_SERVICE_RUNTIME_SPEC, service_spec(index)).await?;
                 let took_micros = started.elapsed().as_micros() as u64;
                 if answer["spec"]["serviceId"] != json!(format!("svc-{index}"))
                     || answer["spec"]["revision"] != json!(1)
@@ -269,7 +270,7 @@ async fn await_pushes(nodes: &[Node], total: usize) -> BenchResult<HashMap<usize
 async fn await_answers(admin: &Admin, total: usize) -> BenchResult<HashMap<usize, (u64, u64)>> {
     let deadline = Instant::now() + ACK_DEADLINE;
     loop {
-        let listed = admin.call("listRuntimeLocalStorageClaims", json!({ "clusterId": CLUSTER })).await?;
+        let listed = admin.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, json!({ "clusterId": CLUSTER })).await?;
         let listings = listed["claims"].as_array().ok_or_else(|| format!("no claims listed: {listed}"))?;
         let mut answers = HashMap::new();
         for listing in listings {

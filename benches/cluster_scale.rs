@@ -53,6 +53,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use cloudly::api::methods::name;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use std::process::ExitCode;
@@ -255,7 +256,7 @@ fn designation_body(mutation: &str, expected: &Value) -> Value {
 /// answers how long the put took, in microseconds.
 async fn put_service(admin: &Admin, scale: &Scale, index: usize, revision: u64, mount: u64) -> BenchResult<u64> {
     let started = Instant::now();
-    let answer = admin.call("putServiceRuntimeSpec", service_spec(scale, index, revision, mount)).await?;
+    let answer = admin.call(name::PUT_SERVICE_RUNTIME_SPEC, service_spec(scale, index, revision, mount)).await?;
     let took = started.elapsed().as_micros() as u64;
     if answer["spec"]["serviceId"] != json!(service_name(index)) || answer["spec"]["revision"] != json!(revision) {
         return Err(format!("putServiceRuntimeSpec svc-{index}: not revision {revision}: {answer}"));
@@ -266,7 +267,7 @@ async fn put_service(admin: &Admin, scale: &Scale, index: usize, revision: u64, 
 /// One designation expecting `expected`; it must be a fresh acceptance. Answers the new
 /// designation's reference.
 async fn designate(admin: &Admin, mutation: &str, expected: &Value) -> BenchResult<Value> {
-    let answer = admin.call("designateClusterIngress", designation_body(mutation, expected)).await?;
+    let answer = admin.call(name::DESIGNATE_CLUSTER_INGRESS, designation_body(mutation, expected)).await?;
     if answer["replayed"] != json!(false) || answer["designation"]["clusterId"] != CLUSTER {
         return Err(format!("designateClusterIngress {mutation}: not a fresh acceptance: {answer}"));
     }
@@ -305,18 +306,18 @@ async fn build_cluster(
     base_url: &str,
     scale: &Scale,
 ) -> BenchResult<(Vec<ConnectedNode>, Value, Value)> {
-    admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
-    admin.call("putCluster", cluster_body(CLUSTER)).await?;
+    admin.call(name::PUT_ORGANIZATION, json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    admin.call(name::PUT_CLUSTER, cluster_body(CLUSTER)).await?;
     let plain =
-        (scale.agents..scale.nodes).map(|index| ("putClusterNode", node_body(CLUSTER, &node_name(index), false)));
+        (scale.agents..scale.nodes).map(|index| (name::PUT_CLUSTER_NODE, node_body(CLUSTER, &node_name(index), false)));
     seed_all(admin, plain.collect()).await?;
     let nodes = connect_nodes(admin, base_url, CLUSTER, (0..scale.agents).map(node_name)).await?;
-    let plan = admin.call("putRuntimeNetworkAddressPlan", plan_body(1)).await?;
+    let plan = admin.call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, plan_body(1)).await?;
     let authority = plan["protectedAuthority"].clone();
     if authority["generation"].as_u64().is_none() {
         return Err(format!("putRuntimeNetworkAddressPlan: no protected authority: {plan}"));
     }
-    admin.call("putServiceRuntimeSpec", ingress_spec()).await?;
+    admin.call(name::PUT_SERVICE_RUNTIME_SPEC, ingress_spec()).await?;
     let designation = designate(admin, "designate-initial", &Value::Null).await?;
     Ok((nodes, authority, designation))
 }
@@ -341,7 +342,8 @@ async fn grow(
         if index < ROUTES {
             let route = json!({ "hostname": format!("{}.bench.example", service_name(index)),
                                 "serviceId": service_name(index), "protocol": "tcp", "port": PORT });
-            let answer = admin.call("putClusterIngressRoute", json!({ "clusterId": CLUSTER, "route": route })).await?;
+            let answer =
+                admin.call(name::PUT_CLUSTER_INGRESS_ROUTE, json!({ "clusterId": CLUSTER, "route": route })).await?;
             if answer["table"].is_null() {
                 return Err(format!("putClusterIngressRoute svc-{index}: no table: {answer}"));
             }
@@ -452,7 +454,7 @@ async fn fetch_projections(nodes: &Arc<Vec<ConnectedNode>>, seconds: u64) -> Ben
                 let sent = Instant::now();
                 let answer = node
                     .agent
-                    .call("getRuntimeNetworkProjection", json!({ "session": node.session, "known": null }))
+                    .call(name::GET_RUNTIME_NETWORK_PROJECTION, json!({ "session": node.session, "known": null }))
                     .await
                     .map_err(|error| {
                         format!("getRuntimeNetworkProjection {}: {} {}", node_name(index), error.text, error.data)
@@ -618,7 +620,7 @@ async fn check_claims(admin: &Admin, services: &Mutex<Services>, size: usize) ->
     };
     let deadline = Instant::now() + ACK_DEADLINE;
     loop {
-        let listed = admin.call("listRuntimeLocalStorageClaims", json!({ "clusterId": CLUSTER })).await?;
+        let listed = admin.call(name::LIST_RUNTIME_LOCAL_STORAGE_CLAIMS, json!({ "clusterId": CLUSTER })).await?;
         let listings = listed["claims"].as_array().ok_or_else(|| format!("no claims listed: {listed}"))?;
         if listings.len() != expected.len() {
             return Err(format!("{} claims listed for {} volume services", listings.len(), expected.len()));
@@ -770,7 +772,7 @@ async fn fetch_retrying(
     overloaded: &mut usize,
 ) -> BenchResult<Value> {
     loop {
-        match agent.call("getRuntimeNetworkProjection", json!({ "session": session, "known": known })).await {
+        match agent.call(name::GET_RUNTIME_NETWORK_PROJECTION, json!({ "session": session, "known": known })).await {
             Ok(answer) => return Ok(answer["projection"].clone()),
             Err(error) if error.code() == "overloaded" => {
                 *overloaded += 1;
@@ -851,7 +853,7 @@ async fn fan_out(admin: &Admin, nodes: Vec<ConnectedNode>, authority: &Value) ->
     }
     let sent = Instant::now();
     started.set(sent).map_err(|_| "the fan-out started twice")?;
-    let written = admin.call("putRuntimeNetworkAddressPlan", plan_body(2)).await?;
+    let written = admin.call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, plan_body(2)).await?;
     let put = sent.elapsed().as_micros() as u64;
     if written["protectedAuthority"]["generation"] != json!(next_authority) {
         return Err(format!("plan revision 2 did not make authority generation {next_authority}: {written}"));

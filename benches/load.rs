@@ -24,6 +24,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use cloudly::api::methods::name;
 use cloudly::client::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -246,20 +247,24 @@ fn plan_body(cluster: &str) -> Value {
 /// record alone.
 async fn seed_clusters(admin: &Arc<Admin>, from: usize, to: usize, with_service: bool) -> BenchResult<()> {
     let clusters: Vec<String> = (from..to).map(|index| format!("c{index}")).collect();
-    seed_all(admin, clusters.iter().map(|cluster| ("putCluster", cluster_body(cluster))).collect()).await?;
+    seed_all(admin, clusters.iter().map(|cluster| (name::PUT_CLUSTER, cluster_body(cluster))).collect()).await?;
     if !with_service {
         return Ok(());
     }
     let nodes = ["node-1".to_owned(), "node-2".to_owned()];
     let puts = clusters.iter().flat_map(|cluster| nodes.iter().map(move |node| (cluster, node)));
-    seed_all(admin, puts.map(|(cluster, node)| ("putClusterNode", node_body(cluster, node, false))).collect()).await?;
-    seed_all(admin, clusters.iter().map(|cluster| ("putServiceRuntimeSpec", ingress_spec(cluster, &nodes))).collect())
-        .await
+    seed_all(admin, puts.map(|(cluster, node)| (name::PUT_CLUSTER_NODE, node_body(cluster, node, false))).collect())
+        .await?;
+    seed_all(
+        admin,
+        clusters.iter().map(|cluster| (name::PUT_SERVICE_RUNTIME_SPEC, ingress_spec(cluster, &nodes))).collect(),
+    )
+    .await
 }
 
 /// Nodes `node-<from>`..`node-<to - 1>` (1-based names) of `cluster`.
 async fn seed_nodes(admin: &Arc<Admin>, cluster: &str, from: usize, to: usize) -> BenchResult<()> {
-    let puts = (from..to).map(|index| ("putClusterNode", node_body(cluster, &format!("node-{index}"), false)));
+    let puts = (from..to).map(|index| (name::PUT_CLUSTER_NODE, node_body(cluster, &format!("node-{index}"), false)));
     seed_all(admin, puts.collect()).await
 }
 
@@ -273,14 +278,14 @@ struct Wide {
 }
 
 async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
-    admin.call("putCluster", cluster_body(WIDE)).await?;
+    admin.call(name::PUT_CLUSTER, cluster_body(WIDE)).await?;
     seed_nodes(admin, WIDE, 1, NODE_COUNTS[0] + 1).await?;
     let ingress_nodes: Vec<String> = (1..=INGRESS_NODES).map(|index| format!("node-{index}")).collect();
-    admin.call("putServiceRuntimeSpec", ingress_spec(WIDE, &ingress_nodes)).await?;
-    admin.call("putRuntimeNetworkAddressPlan", plan_body(WIDE)).await?;
+    admin.call(name::PUT_SERVICE_RUNTIME_SPEC, ingress_spec(WIDE, &ingress_nodes)).await?;
+    admin.call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, plan_body(WIDE)).await?;
     let designation = admin
         .call(
-            "designateClusterIngress",
+            name::DESIGNATE_CLUSTER_INGRESS,
             json!({ "designation": {
                 "mutationId": "wide-1", "clusterId": WIDE, "ingressServiceId": "ingress",
                 "currentRuntime": { "id": WIDE, "phase": "pallet", "generation": 3 },
@@ -292,7 +297,7 @@ async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
     let mut agents = Vec::new();
     let mut bearer = String::new();
     for node in &ingress_nodes {
-        let node_bearer = admin.call("putClusterNode", node_body(WIDE, node, true)).await?["bearer"]
+        let node_bearer = admin.call(name::PUT_CLUSTER_NODE, node_body(WIDE, node, true)).await?["bearer"]
             .as_str()
             .ok_or("a rotated node credential answers its bearer")?
             .to_owned();
@@ -302,11 +307,12 @@ async fn build_wide(admin: &Arc<Admin>, base_url: &str) -> BenchResult<Wide> {
         bearer = run_ingress_replica(&agent, &session, &assignment).await?;
         agents.push((agent, session));
     }
-    let relay_bearer =
-        admin.call("issueClusterRelayCredential", json!({ "clusterId": WIDE, "relayId": "relay-1" })).await?["bearer"]
-            .as_str()
-            .ok_or("a relay bearer")?
-            .to_owned();
+    let relay_bearer = admin
+        .call(name::ISSUE_CLUSTER_RELAY_CREDENTIAL, json!({ "clusterId": WIDE, "relayId": "relay-1" }))
+        .await?["bearer"]
+        .as_str()
+        .ok_or("a relay bearer")?
+        .to_owned();
     let relay_token = connect_relay_with_bearer_at(&admin.client, WIDE, "relay-1", &relay_bearer).await;
     Ok(Wide { agents, bearer, relay_token, designation })
 }
@@ -316,7 +322,7 @@ async fn wait_for_ingress_assignment(agent: &NodeAgent, session: &Value, node: &
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let answer = agent
-            .call("getRuntimeAssignments", json!({ "session": session }))
+            .call(name::GET_RUNTIME_ASSIGNMENTS, json!({ "session": session }))
             .await
             .map_err(|error| format!("getRuntimeAssignments: {}", error.text))?;
         let found = answer["assignments"].as_array().and_then(|list| {
@@ -346,7 +352,7 @@ impl Designate {
     async fn new(admin: &Arc<Admin>, clusters: Vec<String>, run: &str) -> BenchResult<Arc<Designate>> {
         let mut chains = Vec::new();
         for cluster in clusters {
-            let current = admin.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+            let current = admin.call(name::GET_CLUSTER_INGRESS_DESIGNATION, json!({ "clusterId": cluster })).await?;
             chains.push(tokio::sync::Mutex::new((cluster, reference(&current["designation"]))));
         }
         Ok(Arc::new(Designate { admin: admin.clone(), chains, run: run.to_owned(), sequence: Default::default() }))
@@ -368,7 +374,7 @@ impl Operation for Designate {
         let answer = self
             .admin
             .call(
-                "designateClusterIngress",
+                name::DESIGNATE_CLUSTER_INGRESS,
                 json!({ "designation": {
                     "mutationId": format!("{}-{client}-{number}", self.run), "clusterId": cluster,
                     "ingressServiceId": "ingress",
@@ -393,7 +399,7 @@ struct GetDesignation {
 impl Operation for GetDesignation {
     async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
         let cluster = &self.clusters[client % self.clusters.len()];
-        let answer = self.admin.call("getClusterIngressDesignation", json!({ "clusterId": cluster })).await?;
+        let answer = self.admin.call(name::GET_CLUSTER_INGRESS_DESIGNATION, json!({ "clusterId": cluster })).await?;
         if answer["designation"]["clusterId"] != json!(cluster) {
             return Err(format!("getClusterIngressDesignation answered another designation: {answer}"));
         }
@@ -430,7 +436,7 @@ impl Operation for FetchProjection {
     async fn operate(&self, client: usize, _number: u64) -> BenchResult<()> {
         let (agent, session) = &self.wide.agents[client % self.wide.agents.len()];
         let answer = agent
-            .call("getRuntimeNetworkProjection", json!({ "session": session, "known": null }))
+            .call(name::GET_RUNTIME_NETWORK_PROJECTION, json!({ "session": session, "known": null }))
             .await
             .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
         if answer["projection"]["payload"].is_null() {
@@ -453,7 +459,7 @@ impl FetchUnchanged {
         let mut known = Vec::new();
         for (agent, session) in &wide.agents {
             let answer = agent
-                .call("getRuntimeNetworkProjection", json!({ "session": session, "known": null }))
+                .call(name::GET_RUNTIME_NETWORK_PROJECTION, json!({ "session": session, "known": null }))
                 .await
                 .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
             let payload = &answer["projection"]["payload"];
@@ -469,7 +475,7 @@ impl Operation for FetchUnchanged {
         let index = client % self.wide.agents.len();
         let (agent, session) = &self.wide.agents[index];
         let answer = agent
-            .call("getRuntimeNetworkProjection", json!({ "session": session, "known": self.known[index] }))
+            .call(name::GET_RUNTIME_NETWORK_PROJECTION, json!({ "session": session, "known": self.known[index] }))
             .await
             .map_err(|error| format!("getRuntimeNetworkProjection: {} {}", error.text, error.data))?;
         if !answer["projection"].is_null() {
@@ -520,7 +526,7 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     let meter = Meter { pid: server.pid(), base_url: server.base_url.clone() };
     let pid = &meter;
     let admin = Arc::new(Admin { client: server.client(), identity: server.admin_identity() });
-    admin.call("putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    admin.call(name::PUT_ORGANIZATION, json!({ "organization": { "id": "org", "name": "Org" } })).await?;
     database_statements(&database.url, PGBENCH_TABLE).await?;
 
     let scale_clusters = || (0..SCALE_CLIENTS).map(|index| format!("c{index}")).collect::<Vec<_>>();
@@ -595,9 +601,9 @@ async fn run(database: &TestDatabase, scratch: &Scratch) -> BenchResult<Report> 
     // Nodes: the wide cluster at 10, then 1 000 nodes.
     // Designations rotate the ingress bearer: they run on a cluster of their own (`deep`, the
     // same node counts, the ingress on two nodes), so the wide ingress keeps registering.
-    admin.call("putCluster", cluster_body(DEEP)).await?;
+    admin.call(name::PUT_CLUSTER, cluster_body(DEEP)).await?;
     seed_nodes(&admin, DEEP, 1, NODE_COUNTS[0] + 1).await?;
-    admin.call("putServiceRuntimeSpec", ingress_spec(DEEP, &["node-1".to_owned(), "node-2".to_owned()])).await?;
+    admin.call(name::PUT_SERVICE_RUNTIME_SPEC, ingress_spec(DEEP, &["node-1".to_owned(), "node-2".to_owned()])).await?;
     let designate_wide = Designate::new(&admin, vec![DEEP.to_owned()], "deep").await?;
     let _ = &wide.designation;
     for (index, &count) in NODE_COUNTS.iter().enumerate() {

@@ -25,6 +25,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use cloudly::api::methods::name;
 use cloudly::contract::{Id, NodeId, Protocol};
 use cloudly::domain::projections::NodeProjectionRequest;
 use cloudly::domain::relays::PutClusterIngressRouteRequest;
@@ -81,13 +82,16 @@ async fn seed_cluster(service: &TestService, cluster: &str, nodes: &[String]) {
     for node in nodes {
         let body = json!({ "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] });
         service
-            .admin_call("putClusterNode", json!({ "clusterId": cluster, "node": body, "rotateCredential": false }))
+            .admin_call(
+                name::PUT_CLUSTER_NODE,
+                json!({ "clusterId": cluster, "node": body, "rotateCredential": false }),
+            )
             .await;
     }
     // The seed's plan with a pool of 4 096 link subnets.
     let mut plan = support::service::seed_plan(cluster, 1);
     plan["pools"][0]["prefix"] = json!("10.64.0.0/16");
-    service.admin_call("putRuntimeNetworkAddressPlan", json!({ "plan": plan })).await;
+    service.admin_call(name::PUT_RUNTIME_NETWORK_ADDRESS_PLAN, json!({ "plan": plan })).await;
 }
 
 /// Puts service `service` with `replicas` replicas over `nodes` and the target ports `ports`.
@@ -105,7 +109,7 @@ async fn put_service(
         "image": "registry.example/app:1.0.0", "replicas": replicas,
         "placement": { "nodeIds": nodes }, "ports": ports, "environment": [], "volumes": [],
     });
-    service.admin_call("putServiceRuntimeSpec", json!({ "spec": spec, "expectedRevision": null })).await;
+    service.admin_call(name::PUT_SERVICE_RUNTIME_SPEC, json!({ "spec": spec, "expectedRevision": null })).await;
 }
 
 /// Waits until the cluster holds `count` live leases (the background reconcile allocates them).
@@ -213,7 +217,9 @@ async fn maximal(service: &TestService) -> BenchResult<Maximal> {
     put_service(service, "c1", "bulk-1", 1024, &nodes, &[9000]).await;
     put_service(service, "c1", "bulk-2", 1024, &nodes, &[9000]).await;
     put_service(service, "c1", "bulk-3", 1023, &nodes, &[9000]).await;
-    service.admin_call("designateClusterIngress", designation_request("c1", "ingress", "m1", 1, Value::Null)).await;
+    service
+        .admin_call(name::DESIGNATE_CLUSTER_INGRESS, designation_request("c1", "ingress", "m1", 1, Value::Null))
+        .await;
     wait_for_leases(service, "c1", 4096).await?;
     put_route(service, "c1", "web.example.net", "web", 1000).await?;
     let agent = NodeAgent::connect(service).await;
@@ -229,7 +235,7 @@ async fn maximal(service: &TestService) -> BenchResult<Maximal> {
         let head = projection_of(service, "c1", "node-1").await?;
         agent
             .call(
-                "reportRuntimeNetworkProjectionApplied",
+                name::REPORT_RUNTIME_NETWORK_PROJECTION_APPLIED,
                 json!({ "session": session, "applied": reference_of(&head) }),
             )
             .await
@@ -270,7 +276,9 @@ async fn wide(service: &TestService) -> BenchResult<Wide> {
     put_service(service, "c2", "ingress", 1, &nodes[..1], &[443]).await;
     let ports: Vec<u16> = (1000..1000 + CHANGES + 1).collect();
     put_service(service, "c2", "app", 1, &nodes[500..501], &ports).await;
-    service.admin_call("designateClusterIngress", designation_request("c2", "ingress", "m2", 1, Value::Null)).await;
+    service
+        .admin_call(name::DESIGNATE_CLUSTER_INGRESS, designation_request("c2", "ingress", "m2", 1, Value::Null))
+        .await;
     wait_for_leases(service, "c2", NODES + 2).await?;
     put_route(service, "c2", "app.example.net", "app", ports[0]).await?;
     let mut changes = Vec::new();

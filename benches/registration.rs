@@ -31,6 +31,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use cloudly::api::methods::name;
 use cloudly::client::Client;
 use serde_json::{Value, json};
 use std::process::ExitCode;
@@ -100,15 +101,19 @@ async fn build_world() -> BenchResult<World> {
     let mut body = spec_body(CLUSTER, SERVICE);
     body["replicas"] = json!(NODES);
     body["placement"] = json!({ "nodeIds": nodes });
-    service.admin_call("putServiceRuntimeSpec", json!({ "spec": body, "expectedRevision": 1 })).await;
-    service.admin_call("designateClusterIngress", designation_request(CLUSTER, SERVICE, "m1", 2, Value::Null)).await;
+    service.admin_call(name::PUT_SERVICE_RUNTIME_SPEC, json!({ "spec": body, "expectedRevision": 1 })).await;
+    service
+        .admin_call(name::DESIGNATE_CLUSTER_INGRESS, designation_request(CLUSTER, SERVICE, "m1", 2, Value::Null))
+        .await;
     let mut agents = Vec::new();
     let mut bearer = String::new();
     for (node, node_bearer) in nodes.iter().zip(&bearers) {
         let agent = NodeAgent::connect(&service).await;
         let session = agent.open(CLUSTER, node, node_bearer).await;
-        let assignments =
-            agent.call("getRuntimeAssignments", json!({ "session": session })).await.map_err(|error| error.text)?;
+        let assignments = agent
+            .call(name::GET_RUNTIME_ASSIGNMENTS, json!({ "session": session }))
+            .await
+            .map_err(|error| error.text)?;
         let assignment = assignments["assignments"]
             .as_array()
             .and_then(|list| {
@@ -320,8 +325,10 @@ async fn run() -> BenchResult<()> {
         floor.percentile_ms(99.0),
         verdict(floor.percentile_ms(99.0))
     );
-    let recorded =
-        world.service.admin_call("listClusterIngressRegistrations", json!({ "clusterId": CLUSTER, "limit": 1 })).await;
+    let recorded = world
+        .service
+        .admin_call(name::LIST_CLUSTER_INGRESS_REGISTRATIONS, json!({ "clusterId": CLUSTER, "limit": 1 }))
+        .await;
     if recorded["registrations"].as_array().is_none_or(Vec::is_empty) {
         return Err("no registration was recorded".into());
     }

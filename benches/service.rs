@@ -23,6 +23,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`); a throwaway database is created and dropped.
 //! `CLOUDLY_BENCH_SECONDS` overrides the measured seconds per phase (default 5).
 
+use cloudly::api::methods::name;
 use cloudly::client::{CallError, Client};
 use cloudly::store::POSTGRES_POOL_SIZE;
 use serde_json::{Value, json};
@@ -563,9 +564,9 @@ impl Worker for Designate {
         });
         let answer = self
             .client
-            .call("designateClusterIngress", request)
+            .call(name::DESIGNATE_CLUSTER_INGRESS, request)
             .await
-            .map_err(|error| call_error("designateClusterIngress", error))?;
+            .map_err(|error| call_error(name::DESIGNATE_CLUSTER_INGRESS, error))?;
         let designation = &answer["designation"];
         if answer["replayed"] != json!(false) || designation["generation"] != json!(self.generation + 1) {
             return Err(format!(
@@ -590,9 +591,12 @@ impl Worker for GetDesignation {
     async fn operate(&mut self) -> BenchResult<()> {
         let answer = self
             .client
-            .call("getClusterIngressDesignation", json!({ "identity": self.identity, "clusterId": self.cluster }))
+            .call(
+                name::GET_CLUSTER_INGRESS_DESIGNATION,
+                json!({ "identity": self.identity, "clusterId": self.cluster }),
+            )
             .await
-            .map_err(|error| call_error("getClusterIngressDesignation", error))?;
+            .map_err(|error| call_error(name::GET_CLUSTER_INGRESS_DESIGNATION, error))?;
         if answer["designation"]["clusterId"] != json!(self.cluster) {
             return Err(format!("getClusterIngressDesignation answered another designation: {answer}"));
         }
@@ -615,13 +619,14 @@ async fn admin_call(client: &Client, identity: &Value, method: &str, mut request
 /// Organization `org`; per client a Pallet cluster `c<i>` (runtime generation 3, a relay origin)
 /// with nodes `node-1`, `node-2` and service `ingress` at spec revision 1.
 async fn seed(client: &Client, identity: &Value) -> BenchResult<()> {
-    admin_call(client, identity, "putOrganization", json!({ "organization": { "id": "org", "name": "Org" } })).await?;
+    admin_call(client, identity, name::PUT_ORGANIZATION, json!({ "organization": { "id": "org", "name": "Org" } }))
+        .await?;
     for index in 0..CLIENTS {
         let cluster = cluster_name(index);
         admin_call(
             client,
             identity,
-            "putCluster",
+            name::PUT_CLUSTER,
             json!({ "cluster": {
                 "id": cluster, "organizationId": "org", "runtime": { "phase": "pallet", "generation": 3 },
                 "relayOrigin": "https://relay.example.net:8443", "fleetCutoverIngressDesignation": null,
@@ -632,7 +637,7 @@ async fn seed(client: &Client, identity: &Value) -> BenchResult<()> {
             admin_call(
                 client,
                 identity,
-                "putClusterNode",
+                name::PUT_CLUSTER_NODE,
                 json!({ "clusterId": cluster, "node": { "id": node, "runtimeNamespace": "ns-main", "hostAddresses": [] }, "rotateCredential": false }),
             )
             .await?;
@@ -640,7 +645,7 @@ async fn seed(client: &Client, identity: &Value) -> BenchResult<()> {
         let spec = admin_call(
             client,
             identity,
-            "putServiceRuntimeSpec",
+            name::PUT_SERVICE_RUNTIME_SPEC,
             json!({ "spec": {
                 "clusterId": cluster, "serviceId": "ingress", "organizationId": "org",
                 "image": "registry.example/ingress:1.4.2", "replicas": REPLICAS,
