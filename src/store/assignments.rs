@@ -17,7 +17,7 @@
 use super::codec::{counter_to_sql, read_digested, read_signed_assignment, record_text};
 use super::designations::optional_designation_from_row;
 use super::dialect::Backend;
-use super::heads::{Heads, UnreadableHead, head_of_signed_chain, head_reference, readable_or};
+use super::heads::{Heads, UnreadableHead, head_of_signed_chain, readable_or};
 use super::inventory::{
     StoredCluster, StoredNode, cluster_from_row, cluster_nodes, lock_reconcile, nodes_by_ids, service_id_from_row,
     service_spec_from_row, service_volume_from_row,
@@ -697,12 +697,12 @@ pub(crate) fn assignment_head_from_row(
     row: &Row,
 ) -> Result<Result<StoredAssignment, UnreadableHead<AssignmentHeadExtra>>, StoreError> {
     readable_or(assignment_from_row(row), |problem| {
-        Ok(UnreadableHead {
-            reference: head_reference(row, "assignment_id", "assignment")?,
-            node_id: row.node_id("node_id", "assignment node id")?,
-            service_id: row.id("service_id", "assignment service id")?,
-            extra: AssignmentHeadExtra { active: row.boolean("active")? },
+        UnreadableHead::from_head_row(
+            row,
+            "assignment_id",
+            "assignment",
+            AssignmentHeadExtra { active: row.boolean("active")? },
             problem,
-        })
+        )
     })
 }

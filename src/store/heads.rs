@@ -127,12 +127,27 @@ pub(crate) fn readable_or<Readable, Unreadable>(
     }
 }
 
-/// The reference a head row's own columns give: `<key>`, `head_generation` and `digest`; `what`
-/// names the record in a corruption error.
-pub(crate) fn head_reference(row: &Row, key: &str, what: &str) -> Result<AuthorityReference, StoreError> {
-    Ok(AuthorityReference {
-        id: row.id(key, &format!("{what} id"))?,
-        generation: row.counter("head_generation", &format!("{what} generation"))?,
-        digest: row.digest("digest", &format!("{what} digest"))?,
-    })
+impl<Extra> UnreadableHead<Extra> {
+    /// What a head row's own columns say of a generation whose record does not read back:
+    /// `<key>`, `head_generation`, `digest`, `node_id` and `service_id`, with the chain's `extra`;
+    /// `what` names the record in a corruption error.
+    pub(crate) fn from_head_row(
+        row: &Row,
+        key: &str,
+        what: &str,
+        extra: Extra,
+        problem: String,
+    ) -> Result<Self, StoreError> {
+        Ok(UnreadableHead {
+            reference: AuthorityReference {
+                id: row.id(key, &format!("{what} id"))?,
+                generation: row.counter("head_generation", &format!("{what} generation"))?,
+                digest: row.digest("digest", &format!("{what} digest"))?,
+            },
+            node_id: row.node_id("node_id", &format!("{what} node id"))?,
+            service_id: row.id("service_id", &format!("{what} service id"))?,
+            extra,
+            problem,
+        })
+    }
 }

@@ -17,7 +17,7 @@
 
 use super::codec::{counter_from_sql, counter_to_sql, record_text};
 use super::dialect::Backend;
-use super::heads::{Heads, UnreadableHead, head_of_signed_chain, head_reference, readable_or};
+use super::heads::{Heads, UnreadableHead, head_of_signed_chain, readable_or};
 use super::sql::{HoldsConnection, Row, Statement, head_record};
 use super::{SqlStore, StoreError};
 use crate::contract::signing::Signed;
@@ -538,13 +538,13 @@ pub(crate) fn claim_head_from_row(
     row: &Row,
 ) -> Result<Result<StoredClaim, UnreadableHead<ClaimHeadExtra>>, StoreError> {
     readable_or(stored_claim_from_row(row), |problem| {
-        Ok(UnreadableHead {
-            reference: head_reference(row, "claim_id", "claim")?,
-            node_id: row.node_id("node_id", "claim node id")?,
-            service_id: row.id("service_id", "claim service id")?,
-            extra: ClaimHeadExtra { volume_id: row.id("volume_id", "claim volume id")? },
+        UnreadableHead::from_head_row(
+            row,
+            "claim_id",
+            "claim",
+            ClaimHeadExtra { volume_id: row.id("volume_id", "claim volume id")? },
             problem,
-        })
+        )
     })
 }
 
