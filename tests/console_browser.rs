@@ -5,6 +5,8 @@
 //! assignments ready, a new designation, a route) and the script watches it appear without a
 //! reload, and finds the connected relay in the cluster's relays table; then a viewer reads every
 //! page, and a forged cookie and a form posted from another site are refused. Screenshots go to `<CARGO_TARGET_TMPDIR>/console-browser/`.
+//! A story that stalls fails naming the phase it stalled in (the script's `phase` lines and its
+//! errors are part of this test's output), with the controller's last log lines.
 //!
 //! `scripts/test.sh` installs `chromium` and the script's `node_modules` when they are missing;
 //! without them this test fails, it never skips.
@@ -24,8 +26,11 @@ use support::node_agent::{ClaimReply, NodeAgent, NodeVolumes};
 use support::service::{designation_request, reference_of, seed_plan, spec_body};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-/// How long the whole browser story may take.
+/// How long the whole browser story may take: the script ends itself after
+/// [`SCRIPT_DEADLINE`], naming the phase it was in; this test stops waiting after
+/// `STORY_DEADLINE`.
 const STORY_DEADLINE: Duration = Duration::from_secs(180);
+const SCRIPT_DEADLINE: Duration = Duration::from_secs(150);
 
 struct Admin {
     client: Client,
@@ -169,14 +174,22 @@ async fn an_operator_follows_the_cluster_in_chromium() {
         .env("RELAY_SECRETS", &relay_secrets)
         .env("OUTPUT_DIR", &output)
         .env("CHROMIUM", &chromium)
+        .env("STORY_SECONDS", SCRIPT_DEADLINE.as_secs().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("start node");
     let mut answers = browser.stdin.take().unwrap();
     let mut lines = BufReader::new(browser.stdout.take().unwrap()).lines();
+    // The script's errors go to the test's own output, beside its steps.
+    let mut errors = BufReader::new(browser.stderr.take().unwrap()).lines();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = errors.next_line().await {
+            println!("browser stderr: {line}");
+        }
+    });
     let story = async {
         let mut steps = Vec::new();
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -204,10 +217,23 @@ async fn an_operator_follows_the_cluster_in_chromium() {
         }
         steps
     };
-    let steps = tokio::time::timeout(STORY_DEADLINE, story).await.expect("the browser story ends in time");
+    // The controller's last lines, without its statements.
+    let log_tail = || {
+        let log = serving.log();
+        let lines: Vec<&str> = log.lines().filter(|line| !line.contains(r#""target":"sqlx::query""#)).collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
+    let Ok(steps) = tokio::time::timeout(STORY_DEADLINE, story).await else {
+        let _ = browser.kill().await;
+        panic!("the browser story did not end in {STORY_DEADLINE:?}; the controller's log ends:\n{}", log_tail());
+    };
     drop(answers);
     let status = tokio::time::timeout(Duration::from_secs(30), browser.wait()).await.expect("node exits").unwrap();
-    assert!(status.success(), "the browser story failed ({status}) after the steps {steps:?}");
+    assert!(
+        status.success(),
+        "the browser story failed ({status}) after the steps {steps:?}; the controller's log ends:\n{}",
+        log_tail()
+    );
     assert_eq!(steps, ["converge", "designate", "route"]);
     for shot in ["01-clusters", "02-cluster", "03-node", "04-volumes", "05-forged-cookie", "06-service-as-viewer"] {
         assert!(output.join(format!("{shot}.png")).exists(), "screenshot {shot}");

@@ -5,14 +5,20 @@
 //
 // Environment: CONSOLE_URL, IDENTITY_FILE (the bootstrap identity), VIEWER_FILE (a viewer's),
 // OUTPUT_DIR (screenshots), CHROMIUM (the browser's path), RELAY_SECRETS (the connected relay's
-// bearer and token, which no page may show).
+// bearer and token, which no page may show), STORY_SECONDS (how long the whole story may take).
+//
+// Each part of the story is announced as `phase <name>` before it starts, and every browser
+// action has a deadline: a story that stalls ends the process with `stuck in phase <name>`
+// instead of hanging, so the test names the part that stalled.
 
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import readline from 'node:readline';
 
-const { CONSOLE_URL, IDENTITY_FILE, VIEWER_FILE, OUTPUT_DIR, CHROMIUM, RELAY_SECRETS } = process.env;
+const { CONSOLE_URL, IDENTITY_FILE, VIEWER_FILE, OUTPUT_DIR, CHROMIUM, RELAY_SECRETS, STORY_SECONDS } = process.env;
+/** The longest one browser action may take. */
+const ACTION_MS = 20000;
 const input = readline.createInterface({ input: process.stdin });
 const answers = input[Symbol.asyncIterator]();
 const token = JSON.parse(readFileSync(IDENTITY_FILE, 'utf8')).jwt;
@@ -21,17 +27,42 @@ function check(condition, message) {
   if (!condition) { throw new Error(message); }
 }
 
+let currentPhase = 'launch';
+function phase(name) {
+  currentPhase = name;
+  console.log(`phase ${name}`);
+}
+const watchdog = setTimeout(() => {
+  console.log(`stuck in phase ${currentPhase}`);
+  process.exit(3);
+}, Number(STORY_SECONDS || 150) * 1000);
+
+/** `promise`, or an error naming `what` once `ms` have passed (for calls with no deadline of their own). */
+function within(what, promise, ms = ACTION_MS) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** The page's HTML (`page.content()` has no deadline of its own). */
+function contentOf(page) {
+  return within('reading the page', page.content());
+}
+
 async function step(name) {
   console.log(`step ${name}`);
-  const { value } = await answers.next();
+  const { value } = await within(`the test's answer to step ${name}`, answers.next(), 60000);
   check(value === 'ok', `step ${name} answered ${value}`);
 }
 
 async function shot(page, name) {
   await page.screenshot({ path: join(OUTPUT_DIR, `${name}.png`), fullPage: true });
-  check(!(await page.content()).includes(token), `the ${name} page shows the identity token`);
+  const content = await contentOf(page);
+  check(!content.includes(token), `the ${name} page shows the identity token`);
   for (const secret of RELAY_SECRETS.split(' ')) {
-    check(!(await page.content()).includes(secret), `the ${name} page shows a relay bearer or token`);
+    check(!content.includes(secret), `the ${name} page shows a relay bearer or token`);
   }
 }
 
@@ -47,13 +78,14 @@ async function signIn(page, file) {
 }
 
 async function sameDocument(page) {
-  return page.evaluate(() => window.consoleTestMarker === true);
+  return within('evaluating in the page', page.evaluate(() => window.consoleTestMarker === true));
 }
 
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], timeout: ACTION_MS });
 const problems = [];
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(ACTION_MS);
   const page = await context.newPage();
   page.on('pageerror', (error) => problems.push(`page error: ${error}`));
   page.on('console', (message) => {
@@ -61,6 +93,7 @@ try {
   });
 
   // Signed out: the sign-in page, under the strict policy.
+  phase('signed out');
   const first = await page.goto(`${CONSOLE_URL}/console`);
   check(first.status() === 401, `signed out, /console answers ${first.status()}`);
   const policy = first.headers()['content-security-policy'] || '';
@@ -68,22 +101,25 @@ try {
   check(!policy.includes('unsafe-inline') && !policy.includes('unsafe-eval'), `policy: ${policy}`);
 
   // Sign in by picking the bootstrap identity file; the cookie is a session id, HttpOnly, Strict.
+  phase('sign in');
   const signedIn = await signIn(page, IDENTITY_FILE);
   const setCookie = await signedIn.headerValue('set-cookie');
   check(/^cloudly_console=[0-9a-f]{64};/.test(setCookie), `set-cookie: ${setCookie}`);
   check(setCookie.includes('HttpOnly') && setCookie.includes('SameSite=Strict'), `set-cookie: ${setCookie}`);
   check(!setCookie.includes(token), 'the cookie carries the token');
-  const [cookie] = await context.cookies();
+  const [cookie] = await within('reading the cookies', context.cookies());
   check(cookie.httpOnly && cookie.sameSite === 'Strict' && cookie.path === '/console', JSON.stringify(cookie));
-  check(await page.evaluate(() => document.cookie) === '', 'the page script can read the session cookie');
+  check(await within('evaluating in the page', page.evaluate(() => document.cookie)) === '',
+    'the page script can read the session cookie');
   await shot(page, '01-clusters');
 
   // The cluster: web is converging, db waits on its uncertain volume; then the node agent
   // reports ready and web converges, live.
+  phase('cluster');
   await page.click('a[href="/console/clusters/c1"]');
   await page.waitForSelector('tr[data-service="web"] .state');
   await page.waitForFunction(() => document.body.dataset.live === 'open');
-  await page.evaluate(() => { window.consoleTestMarker = true; });
+  await within('evaluating in the page', page.evaluate(() => { window.consoleTestMarker = true; }));
   const webState = () => page.textContent('tr[data-service="web"] .state');
   check((await webState()) !== 'converged', 'web converged before its node reported');
   check((await page.textContent('tr[data-service="db"]')).includes('conflict'), 'db waits on its volume');
@@ -94,6 +130,7 @@ try {
   check(await sameDocument(page), 'the page was reloaded to show the convergence');
 
   // A new designation generation appears live, within a second or two.
+  phase('designation');
   check((await page.textContent('#designation-current .generation')) === '1', 'generation 1 first');
   const designated = Date.now();
   await step('designate');
@@ -108,6 +145,7 @@ try {
   await shot(page, '02-cluster');
 
   // The node: once a route is put, the grants graph shows what the ingress may reach.
+  phase('node');
   await page.goto(`${CONSOLE_URL}/console/clusters/c1/nodes/node-1`);
   await page.waitForFunction(() => document.body.dataset.live === 'open');
   await step('route');
@@ -117,12 +155,14 @@ try {
   await shot(page, '03-node');
 
   // Volumes: the uncertain claim first, with the command that resolves it.
+  phase('volumes');
   await page.goto(`${CONSOLE_URL}/console/clusters/c1/volumes`);
   const command = await page.textContent('tr.uncertain code.command');
   check(command.startsWith('cloudly volume resolve --cluster c1 --id '), `command: ${command}`);
   await shot(page, '04-volumes');
 
   // Sign out; a viewer signs in and is refused nothing (the console only reads).
+  phase('viewer');
   await page.click('header form.sign-out button');
   await page.waitForURL(`${CONSOLE_URL}/console/sign-in`);
   await signIn(page, VIEWER_FILE);
@@ -136,15 +176,18 @@ try {
   await shot(page, '06-service-as-viewer');
 
   // A forged cookie: the sign-in page, nothing shown.
+  phase('forged cookie');
   await context.clearCookies();
   await context.addCookies([{ name: 'cloudly_console', value: 'ab'.repeat(32), url: `${CONSOLE_URL}/console` }]);
   const forged = await page.goto(`${CONSOLE_URL}/console/clusters/c1`);
   check(forged.status() === 401, `a forged cookie gets ${forged.status()}`);
-  check((await page.content()).includes('unknown or has expired'), 'the forged cookie is told why');
-  check(!(await page.content()).includes('data-service'), 'a forged cookie sees no service');
+  const forgedPage = await contentOf(page);
+  check(forgedPage.includes('unknown or has expired'), 'the forged cookie is told why');
+  check(!forgedPage.includes('data-service'), 'a forged cookie sees no service');
   await shot(page, '05-forged-cookie');
 
   // A page of another site posting a valid identity to the console: refused, no session.
+  phase('cross-site sign-in');
   await context.clearCookies();
   const elsewhere = await context.newPage();
   await elsewhere.setContent(`<form method="post" action="${CONSOLE_URL}/console/sign-in">
@@ -155,12 +198,15 @@ try {
     elsewhere.click('button'),
   ]);
   check(crossSite.status() === 403, `a cross-site sign-in gets ${crossSite.status()}`);
-  check((await context.cookies()).length === 0, 'a cross-site sign-in made a session');
+  check((await within('reading the cookies', context.cookies())).length === 0, 'a cross-site sign-in made a session');
   await elsewhere.close();
 
   check(problems.length === 0, `the browser reported: ${problems.join('; ')}`);
   console.log('done');
 } finally {
-  await browser.close();
+  clearTimeout(watchdog);
+  await within('closing the browser', browser.close()).catch((error) => console.error(`${error}`));
   input.close();
 }
+// Whatever the browser left behind, the story is over.
+process.exit(0);
