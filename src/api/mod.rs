@@ -130,36 +130,104 @@ fn log_write(method: &methods::Method, response: &RawValue) {
     {
         return;
     }
-    const NAMING: [&str; 10] = [
-        "id",
-        "clusterId",
-        "organizationId",
-        "serviceId",
-        "nodeId",
-        "hostname",
-        "revision",
-        "generation",
-        "replayed",
-        "deleted",
-    ];
-    fn collect(path: &str, value: &Value, depth: usize, changed: &mut Vec<String>) {
-        let Value::Object(members) = value else { return };
-        for (key, member) in members {
-            let name = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-            match member {
-                Value::String(_) | Value::Number(_) | Value::Bool(_) if NAMING.contains(&key.as_str()) => {
-                    changed
-                        .push(format!("{name}={}", member.as_str().map_or_else(|| member.to_string(), str::to_owned)));
-                }
-                Value::Object(_) if depth < 2 => collect(&name, member, depth + 1, changed),
-                _ => {}
-            }
+    if let Some(changed) = naming_members(response.get()) {
+        tracing::info!(method = method.name, changed = %changed.join(" "), "record written");
+    }
+}
+
+/// The `path=value` of every naming member of an answer's text ([`NamingMembers`]).
+fn naming_members(answer: &str) -> Option<Vec<String>> {
+    let mut changed = Vec::new();
+    let members = NamingMembers { name: String::new(), naming: false, depth: 0, changed: &mut changed };
+    serde::de::DeserializeSeed::deserialize(members, &mut serde_json::Deserializer::from_str(answer)).ok()?;
+    Some(changed)
+}
+
+/// The members of an answer that [`log_write`] names: scalars under one of these keys, in the
+/// answer and in its objects two levels down.
+const NAMING: [&str; 10] = [
+    "id",
+    "clusterId",
+    "organizationId",
+    "serviceId",
+    "nodeId",
+    "hostname",
+    "revision",
+    "generation",
+    "replayed",
+    "deleted",
+];
+
+/// One member of an answer's text as [`log_write`] reads it: a naming scalar is kept as
+/// `path=value`, an object within reach is read member by member, and everything else is
+/// skipped as it is parsed, so no tree of the answer is built.
+struct NamingMembers<'a> {
+    /// The member's dotted path (empty for the answer itself).
+    name: String,
+    /// Whether its key is one of [`NAMING`].
+    naming: bool,
+    /// How deep its members stand (the answer's own members stand at 0).
+    depth: usize,
+    changed: &'a mut Vec<String>,
+}
+
+impl NamingMembers<'_> {
+    fn keep(self, value: impl std::fmt::Display) {
+        if self.naming {
+            self.changed.push(format!("{}={value}", self.name));
         }
     }
-    let Ok(response) = serde_json::from_str::<Value>(response.get()) else { return };
-    let mut changed = Vec::new();
-    collect("", &response, 0, &mut changed);
-    tracing::info!(method = method.name, changed = %changed.join(" "), "record written");
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for NamingMembers<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// The [`NamingMembers`] visit of a scalar: kept when its key is a naming one.
+macro_rules! keep {
+    ($($visit:ident($value:ty)),*) => {$(
+        fn $visit<E>(self, value: $value) -> Result<(), E> {
+            self.keep(value);
+            Ok(())
+        }
+    )*};
+}
+
+impl<'de> serde::de::Visitor<'de> for NamingMembers<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    keep!(visit_str(&str), visit_u64(u64), visit_i64(i64), visit_f64(f64), visit_bool(bool));
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        while items.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
+        if self.depth > 2 {
+            while members.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+            return Ok(());
+        }
+        while let Some(key) = members.next_key::<std::borrow::Cow<'de, str>>()? {
+            let name = if self.name.is_empty() { key.to_string() } else { format!("{}.{key}", self.name) };
+            let naming = NAMING.contains(&key.as_ref());
+            let member = NamingMembers { name, naming, depth: self.depth + 1, changed: &mut *self.changed };
+            members.next_value_seed(member)?;
+        }
+        Ok(())
+    }
 }
 
 /// The application: every route; the body limit and the concurrency limit on `/typedrequest`.
@@ -347,4 +415,22 @@ pub fn answer_envelope(
         Err(error) => (None, Some(EnvelopeError { data: error.data, text: error.text })),
     };
     AnswerEnvelope { correlation, error, method, request: (), response }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::naming_members;
+
+    #[test]
+    fn a_write_is_logged_by_the_members_that_name_what_it_changed_and_nothing_else() {
+        let answer = r#"{"bearer":"secret","replayed":false,"node":{"id":"n1","hostAddresses":["192.0.2.1"],
+            "runtime":{"generation":3,"deep":{"id":"too-deep","more":{"id":"x"}}}},"table":{"revision":7,
+            "routes":[{"hostname":"in-a-list"}]},"deleted":null,"esc\u0061ped":{"clusterId":"c\"1"}}"#;
+        let changed = naming_members(answer).expect("an object");
+        assert_eq!(
+            changed,
+            ["replayed=false", "node.id=n1", "node.runtime.generation=3", "table.revision=7", "escaped.clusterId=c\"1",]
+        );
+        assert_eq!(naming_members("{\"id\":"), None, "a truncated answer is not logged");
+    }
 }
