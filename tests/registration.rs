@@ -436,6 +436,14 @@ on_both_stores!(conflict_when_the_facts_change_between_the_reads_and_the_commit,
     world.report("failed").await;
     release.notify_one();
     expect_refusal(pending.await.unwrap(), RefusalReason::Conflict);
+    world.report("ready").await;
+
+    // The relay connects again in the window: the held connection is no longer the elected one.
+    let (pending, release) = held_at_commit(&world).await;
+    let newer = connect_relay(&world.service, &world.service.client, CLUSTER, RELAY).await;
+    release.notify_one();
+    expect_refusal(pending.await.unwrap(), RefusalReason::Conflict);
+    world.token = newer;
 
     world.service.controller().set_registration_commit_gate(None);
     world.report("ready").await;

@@ -208,7 +208,9 @@ static REGISTRATION_FACTS: PerBackend = PerBackend::new(|backend| {
 
 /// The commit's guard: the registration is inserted only while its designation, assignment (head,
 /// active, on the node, same digest), `ready` state under its session, that session as the
-/// node's current one, and its relay connection all hold, in one statement. (On PostgreSQL the
+/// node's current one, and its relay connection as the cluster's newest all hold, in one
+/// statement. (The connection's lease is judged at the read: the commit follows within the
+/// same request.) (On PostgreSQL the
 /// table has no foreign keys: checking them locked rows every registration shares; migration
 /// 0016 says why the guard holds what they held.)
 const REGISTRATION_COMMIT_SQL: &str = "INSERT INTO ingress_registrations (registration_id, cluster_id, node_id, version, \
@@ -234,7 +236,8 @@ const REGISTRATION_COMMIT_SQL: &str = "INSERT INTO ingress_registrations (regist
                      AND r.session_id = $16) \
        AND (SELECT MAX(r.generation) FROM runtime_sessions r \
             WHERE r.cluster_id = $2 AND r.node_id = $3) = $17 \
-       AND EXISTS (SELECT 1 FROM relay_connections c WHERE c.id = $7 AND c.cluster_id = $2) \
+       AND EXISTS (SELECT 1 FROM relay_connections c WHERE c.id = $7 AND c.cluster_id = $2 AND c.epoch = $9) \
+       AND NOT EXISTS (SELECT 1 FROM relay_connections c WHERE c.cluster_id = $2 AND c.epoch > $9) \
      RETURNING sequence";
 
 #[async_trait]
