@@ -2,8 +2,9 @@
 //! touches (a put of one service writes no assignment, claim, lease or status of another),
 //! concurrent puts of different services in one cluster all commit, puts racing designations
 //! leave every answer exact, the second-order effects of a write reach the services they concern
-//! (a freed pool, a volume no longer shared, a node that now exists), and the full pass finds
-//! nothing to correct after any of it (`TestService::stop` checks that for every story).
+//! (a freed pool, a volume no longer shared, a node that now exists), a write whose client hangs
+//! up is reconciled all the same, and the full pass finds nothing to correct after any of it
+//! (`TestService::stop` checks that for every story).
 
 #[macro_use]
 mod support;
@@ -12,6 +13,7 @@ use cloudly::contract::Id;
 use cloudly::store::FactScope;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::time::Duration;
 use support::service::{Backend, Peer, TestService, designation_request, seed_plan, spec_body};
 
 fn id(text: &str) -> Id {
@@ -314,3 +316,41 @@ on_both_stores!(background_reconciles_sharing_one_place_lose_no_change, |backend
     }
     service.stop().await;
 });
+
+/// A client that hangs up after its write committed does not stop what the write calls for: the
+/// reconcile that follows still runs, with nobody waiting for it, and the full pass finds nothing
+/// left to correct. On PostgreSQL, where the reconcile lock can be held from outside while the
+/// write's own lock (the cluster row) is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_whose_client_hangs_up_is_still_reconciled() {
+    use sqlx::Connection as _;
+    let service = cluster(Backend::Postgres, 0).await;
+    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT cluster_id FROM cluster_reconcile_locks WHERE cluster_id = 'c1' FOR UPDATE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let impatient = cloudly::client::Client::with_timeout(&service.base_url, Duration::from_millis(500)).unwrap();
+    let mut request = json!({ "spec": one_replica("late", "node-1"), "expectedRevision": null });
+    request["identity"] = service.admin();
+    let answer = impatient.call(cloudly::api::methods::name::PUT_SERVICE_RUNTIME_SPEC, request).await;
+    assert!(matches!(answer, Err(cloudly::client::CallError::TimedOut { .. })), "{answer:?}");
+    // The spec committed; its reconcile waits for the lock, and its client is gone.
+    assert_eq!(revision(&service, "late").await, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    let mut runtime = Vec::new();
+    for _ in 0..20 {
+        runtime = runtime_by_service(&service).await.remove(&id("late")).unwrap_or_default();
+        if runtime.iter().any(|entry| entry.starts_with("assignment ")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        runtime.iter().any(|entry| entry.starts_with("assignment ")),
+        "no assignment for the hung-up write: {runtime:?}"
+    );
+    service.stop().await;
+}

@@ -347,3 +347,16 @@ pub struct ClusterRequest {
     /// The cluster.
     pub cluster_id: Id,
 }
+
+/// Runs `work` in a task of its own, in the caller's span, and waits for it to end: what a
+/// committed write calls for (a reconcile, a projection issue) runs to its end even when the
+/// caller stops waiting (an HTTP client that hangs up drops its request's future). A panic in
+/// `work` is the caller's.
+pub(crate) async fn run_to_end(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    use tracing::Instrument as _;
+    if let Err(error) = tokio::spawn(work.in_current_span()).await
+        && error.is_panic()
+    {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}

@@ -48,7 +48,7 @@ use super::relays::RouteTableWatch;
 use super::sessions::judge_node_session;
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
-use super::{Clock, Controller, DomainError};
+use super::{Clock, Controller, DomainError, run_to_end};
 use crate::contract::inventory::NodeSpec;
 use crate::contract::network::projection::{ProjectionController, ProjectionEndpoint, ProtectedAuthorityReference};
 use crate::contract::network::workload_ingress::{
@@ -749,14 +749,16 @@ impl ProjectionIssuer {
 impl Controller {
     /// After a change that can move projections: issues the affected nodes' projections among
     /// those `scope` reaches, best effort.
+    /// The issue runs to its end even when the caller stops waiting ([`run_to_end`]).
     pub async fn projections_changed(&self, cluster_id: &Id, scope: &IssueScope) {
-        self.projections.issue_logged(cluster_id, scope).await;
+        let (issuer, cluster_id, scope) = (Arc::clone(&self.projections), cluster_id.clone(), scope.clone());
+        run_to_end(async move { issuer.issue_logged(&cluster_id, &scope).await }).await;
     }
 
     /// After a route write: issues every node of the cluster whose inputs moved (a route's grants
-    /// reach its target's and the ingress's nodes), best effort.
+    /// reach its target's and the ingress's nodes), best effort, as [`Self::projections_changed`].
     pub async fn routes_changed(&self, cluster_id: &Id) {
-        self.projections.issue_logged(cluster_id, &IssueScope::All).await;
+        self.projections_changed(cluster_id, &IssueScope::All).await;
     }
 
     /// Issues every cluster's projections, best effort: repairs an issue that failed, or that a

@@ -38,7 +38,7 @@ use super::service_status::{judge_and_record_statuses, refresh_statuses};
 use super::sessions::{LinkError, NodeAnswer, NodeLinks, NodeRequest};
 use super::signals::notify_nodes_changed;
 use super::signing::SigningKeys;
-use super::{Controller, DomainError};
+use super::{Controller, DomainError, run_to_end};
 use crate::contract::session::{ControllerReference, RuntimeSessionReference};
 use crate::contract::storage_claim::{
     ApplyRuntimeLocalStorageClaimRequest, ApplyRuntimeLocalStorageClaimResponse, ApplyRuntimeLocalStorageClaimStatus,
@@ -684,12 +684,14 @@ impl Controller {
     }
 
     /// After a write that may change the cluster's assignments: reconciles what `change` touches
-    /// in the writer's task, sends `pushRuntimeChanged { kinds: ["assignments"] }` to the nodes
-    /// whose set changed, wherever their sockets are, issues the projections of the nodes it
-    /// reached and judges the touched services again. Best effort: a failure is logged and never
-    /// fails the write that called it (the cluster is then owed a whole reconcile).
+    /// while the writer waits ([`run_to_end`]), sends `pushRuntimeChanged { kinds: ["assignments"] }`
+    /// to the nodes whose set changed, wherever their sockets are, issues the projections of the
+    /// nodes it reached and judges the touched services again. Best effort: a failure is logged
+    /// and never fails the write that called it (the cluster is then owed a whole reconcile).
     pub async fn assignments_changed(&self, cluster_id: &Id, change: Change) {
-        self.reconciler.reconcile_changes(cluster_id, std::slice::from_ref(&change), None).await;
+        let (reconciler, cluster_id) = (Arc::clone(&self.reconciler), cluster_id.clone());
+        run_to_end(async move { reconciler.reconcile_changes(&cluster_id, std::slice::from_ref(&change), None).await })
+            .await;
     }
 
     /// After a change that can move service statuses but not assignments (a state report, a
