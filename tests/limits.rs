@@ -198,15 +198,10 @@ async fn slow_headers_and_idle_connections_are_cut() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn connections_over_the_bound_wait_until_one_closes() {
+async fn connections_of_proven_principals_over_the_bound_wait_until_one_closes() {
     let limits = Limits { max_connections: 3, header_read_timeout: Duration::from_secs(60), ..Limits::default() };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let mut stream = connect_and_send(&service, HEALTH_REQUEST).await;
-        assert_eq!(read_response(&mut stream, WAIT).await.expect("answered within the bound").0, 200);
-        held.push(stream);
-    }
+    let mut held = answered_connections(&service, &admin_request(&service, "keep-alive")).await;
     let mut waiting = connect_and_send(&service, HEALTH_REQUEST).await;
     assert!(
         read_response(&mut waiting, Duration::from_millis(500)).await.is_none(),
@@ -217,6 +212,21 @@ async fn connections_over_the_bound_wait_until_one_closes() {
     assert_eq!(status, 200);
     drop(held);
     drop(waiting);
+    service.stop().await;
+}
+
+/// Keep-alive connections that proved no principal (a prober's `/healthz`, from a few addresses)
+/// do not fill the server: at the bound an administrator's new connection is served at once, in
+/// place of the oldest of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_the_bound_idle_connections_that_proved_no_principal_make_room() {
+    let limits = Limits { max_connections: 3, header_read_timeout: Duration::from_secs(60), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    let mut probers = answered_connections(&service, HEALTH_REQUEST).await;
+    let (status, took) = admin_call_on_a_fresh_connection(&service).await;
+    assert_eq!(status, 200);
+    assert!(took < Duration::from_secs(2), "the administrator waited {took:?} behind idle probes");
+    assert!(closed_within(&mut probers[0], WAIT).await, "the oldest idle probe made room");
     service.stop().await;
 }
 
@@ -245,7 +255,6 @@ async fn at_the_bound_the_oldest_connection_without_a_request_makes_room() {
     // The connection that delivered a request was never shed.
     served.write_all(HEALTH_REQUEST).await.unwrap();
     assert_eq!(read_response(&mut served, WAIT).await.expect("still open").0, 200);
-    // Three connections that delivered a request fill the bound: the next waits for one to close.
     drop((newcomer, second));
     assert!(closed_count(&service, "shed").await >= shed_before + 2);
     service.stop().await;
@@ -287,10 +296,11 @@ async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_ans
     };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
     let client = IpAddr::from([127, 0, 0, 2]);
+    // Two connections of an administrator (never shed), and one that sends nothing.
     let mut delivered = Vec::new();
     for _ in 0..2 {
         let mut stream = connect_from(&service, client).await.expect("connect");
-        stream.write_all(HEALTH_REQUEST).await.unwrap();
+        stream.write_all(&admin_request(&service, "keep-alive")).await.unwrap();
         assert_eq!(read_response(&mut stream, WAIT).await.expect("answered").0, 200);
         delivered.push(stream);
     }
@@ -302,10 +312,10 @@ async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_ans
     // Once it has been open for over a second, the newcomer takes its place.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let mut newcomer = connect_from(&service, client).await.expect("connect");
-    newcomer.write_all(HEALTH_REQUEST).await.unwrap();
+    newcomer.write_all(&admin_request(&service, "keep-alive")).await.unwrap();
     assert_eq!(read_response(&mut newcomer, WAIT).await.expect("the newcomer is served").0, 200);
     assert!(closed_within(&mut silent, WAIT).await, "the address's own half-open connection is shed");
-    // At the cap with every connection having delivered a request: 503 and closed.
+    // At the cap with every connection trusted: 503 and closed.
     let mut over = connect_from(&service, client).await.expect("connect");
     let (status, body) = read_response(&mut over, WAIT).await.expect("the connection over the cap is answered");
     assert_eq!((status, &body["error"]["data"]["code"]), (503, &json!("overloaded")), "{body}");
@@ -314,7 +324,7 @@ async fn at_its_cap_an_address_sheds_its_own_half_open_connection_else_it_is_ans
     assert_eq!(admin_list_status(&service).await, 200, "another address is served");
     for stream in &mut delivered {
         stream.write_all(HEALTH_REQUEST).await.unwrap();
-        assert_eq!(read_response(stream, WAIT).await.expect("kept").0, 200, "a delivered connection is never shed");
+        assert_eq!(read_response(stream, WAIT).await.expect("kept").0, 200, "a trusted connection is never shed");
     }
     // A closed connection gives its address room again.
     drop(delivered.pop());
@@ -440,6 +450,26 @@ async fn hold_half_open(
 /// An administrator's `listClusters` on a connection of its own: the HTTP status and how long
 /// the answer took from the connect.
 async fn admin_call_on_a_fresh_connection(service: &TestService) -> (u16, Duration) {
+    let started = std::time::Instant::now();
+    let mut stream = connect_and_send(service, &admin_request(service, "close")).await;
+    let (status, answer) = read_response(&mut stream, WAIT).await.expect("the administrator is answered");
+    assert!(answer["error"].is_null(), "{answer}");
+    (status, started.elapsed())
+}
+
+/// Three connections that each sent `request` and were answered 200, kept open.
+async fn answered_connections(service: &TestService, request: &[u8]) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect_and_send(service, request).await;
+        assert_eq!(read_response(&mut stream, WAIT).await.expect("answered within the bound").0, 200);
+        held.push(stream);
+    }
+    held
+}
+
+/// An administrator's `listClusters` as HTTP/1.1 bytes, with `Connection: <connection>`.
+fn admin_request(service: &TestService, connection: &str) -> Vec<u8> {
     let envelope = json!({
         "method": "listClusters",
         "request": { "identity": service.admin() },
@@ -448,16 +478,12 @@ async fn admin_call_on_a_fresh_connection(service: &TestService) -> (u16, Durati
     });
     let body = serde_json::to_vec(&envelope).unwrap();
     let mut request = format!(
-        "POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        "POST /typedrequest HTTP/1.1\r\nHost: cloudly\r\nContent-Type: application/json\r\nConnection: {connection}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
     request.extend_from_slice(&body);
-    let started = std::time::Instant::now();
-    let mut stream = connect_and_send(service, &request).await;
-    let (status, answer) = read_response(&mut stream, WAIT).await.expect("the administrator is answered");
-    assert!(answer["error"].is_null(), "{answer}");
-    (status, started.elapsed())
+    request
 }
 
 /// `cloudly_http_connections_closed_total{reason}` (the recorder is this test binary's: tests

@@ -2,25 +2,28 @@
 //!
 //! - At most [`Limits::max_connections`] HTTP connections are open at once, and at most
 //!   [`Limits::max_connections_per_peer`] from one peer address. At its address's cap a new
-//!   connection takes the place of that address's oldest connection that has not delivered a whole
-//!   request, once that one has been open a second ([`OWN_SHED_MIN_AGE`]); otherwise it is
-//!   answered 503 `overloaded` (where the socket takes the answer at once) and closed.
+//!   connection takes the place of that address's oldest connection that may be shed (below), once
+//!   that one has been open a second ([`OWN_SHED_MIN_AGE`]); otherwise it is answered 503
+//!   `overloaded` (where the socket takes the answer at once) and closed.
 //! - A new connection sends its first request head within [`Limits::first_head_timeout`], or it
 //!   is closed; later heads, and the idle time between keep-alive requests, have
 //!   [`Limits::header_read_timeout`].
-//! - At the global cap a new connection is served in place of one that has not yet delivered a
-//!   whole request (head and body), taken from the peer address holding the most such
-//!   connections: its oldest that has sent no request head, else its oldest whose body is still
-//!   arriving. The shed connection hands its place to the newcomer at once. A connection that has
-//!   delivered a request is never shed; when every open connection has, new ones wait in the
+//! - At the global cap a new connection is served in place of one that may be shed, taken from
+//!   the peer address holding the most such connections: its oldest that has sent no request
+//!   head, else its oldest whose body is still arriving, else its oldest whose requests were all
+//!   answered without proving a principal (an idle keep-alive connection of `/healthz` probes,
+//!   say). The shed connection hands its place to the newcomer at once. A connection is never
+//!   shed while a whole request on it is being answered, nor ever once a request on it proved a
+//!   principal (an administrator's identity, a relay's token or bearer, a console session:
+//!   [`Connection::trusted`]); when every open connection is one of those, new ones wait in the
 //!   listen queue until one closes.
 //! - A WebSocket leaves the count when it upgrades ([`Limits::max_sockets`] bounds sockets).
 //!
-//! So a client that opens connections and never completes a request holds at most its peer's cap,
-//! and at the global cap its connections are the ones that make room: an administrator's fresh
-//! connection is served at once however many half-open ones an unauthenticated client keeps
-//! re-opening from a few addresses. (Thousands of addresses with one half-open connection each
-//! shed one another's connections and a newcomer's alike; that flood is for a proxy in front.)
+//! So a client that opens connections and proves no principal holds at most its peer's cap, and
+//! at the global cap its connections are the ones that make room: an administrator's fresh
+//! connection is served at once however many half-open or idle ones an unauthenticated client
+//! keeps from a few addresses. (Thousands of addresses with one connection each shed one
+//! another's connections and a newcomer's alike; that flood is for a proxy in front.)
 //!
 //! The loop is this module's own (hyper's HTTP/1.1 builder with upgrades and a header read
 //! timeout, graceful shutdown as axum's `serve` does it) because `axum::serve` gives no hand on a
@@ -46,16 +49,27 @@ use tower::ServiceExt as _;
 /// (a connection task per attempt).
 const OWN_SHED_MIN_AGE: Duration = Duration::from_secs(1);
 
-/// How far a connection has come with its first request; only forward.
+/// Where a connection stands with its requests, in the order connections are shed: the stages
+/// before [`Stage::Busy`] may be shed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 enum Stage {
     /// No request head yet: shed first.
     Silent = 0,
-    /// A head arrived, its request is not yet whole (its body is arriving).
+    /// A head arrived, its request is not yet whole (its body is arriving): shed next.
     Receiving = 1,
-    /// A whole request arrived (its body read, or its answer ready): never shed.
-    Delivered = 2,
+    /// Its requests were answered and none of them proved a principal: shed last.
+    Idle = 2,
+    /// A whole request arrived and is being answered: not shed.
+    Busy = 3,
+    /// A request on it proved a principal ([`Connection::trusted`]): never shed again.
+    Trusted = 4,
+}
+
+impl Stage {
+    fn sheddable(self) -> bool {
+        self < Stage::Busy
+    }
 }
 
 /// One open connection, as the registry and its requests see it.
@@ -76,22 +90,36 @@ impl Connection {
         match self.stage.load(Ordering::Acquire) {
             0 => Stage::Silent,
             1 => Stage::Receiving,
-            _ => Stage::Delivered,
+            2 => Stage::Idle,
+            3 => Stage::Busy,
+            _ => Stage::Trusted,
         }
     }
 
     /// A request head arrived.
-    fn head_arrived(&self) {
-        if self.stage() == Stage::Silent {
-            self.registry.advance(self, Stage::Receiving);
-        }
+    fn head_arrived(self: &Arc<Self>) {
+        self.registry.move_to(self, Stage::Receiving);
     }
 
-    /// A whole request arrived: from now on this connection is never shed.
-    pub(crate) fn delivered(&self) {
-        if self.stage() != Stage::Delivered {
-            self.registry.advance(self, Stage::Delivered);
-        }
+    /// A whole request arrived: the connection is not shed while it is answered.
+    pub(crate) fn delivered(self: &Arc<Self>) {
+        self.registry.move_to(self, Stage::Busy);
+    }
+
+    /// Its request was answered: the connection may be shed again, after every connection that
+    /// has not delivered a request, unless a request on it proved a principal.
+    fn answered(self: &Arc<Self>) {
+        self.registry.move_to(self, Stage::Idle);
+    }
+
+    /// A request on it proved a principal (an identity, a relay token, a node bearer or a console
+    /// session): the connection is never shed again.
+    pub(crate) fn trusted(self: &Arc<Self>) {
+        self.registry.move_to(self, Stage::Trusted);
+    }
+
+    fn holds_place(&self) -> bool {
+        self.place.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
     fn take_place(&self) -> Option<OwnedSemaphorePermit> {
@@ -100,7 +128,7 @@ impl Connection {
 }
 
 /// A request's mark of its connection (a request extension), so a handler that has read the whole
-/// body can say so ([`Connection::delivered`]).
+/// body ([`Connection::delivered`]) or proved a principal ([`Connection::trusted`]) can say so.
 #[derive(Clone)]
 pub(crate) struct ConnectionMark(pub(crate) Arc<Connection>);
 
@@ -114,30 +142,30 @@ struct Registry {
 struct Inner {
     next_id: u64,
     peers: HashMap<IpAddr, Peer>,
-    /// Every peer with a connection that has not delivered a request, by how many it has.
-    by_undelivered: BTreeSet<(usize, IpAddr)>,
+    /// Every peer with a connection that may be shed, by how many it has.
+    by_sheddable: BTreeSet<(usize, IpAddr)>,
 }
 
 #[derive(Default)]
 struct Peer {
     open: usize,
-    /// Its connections not yet [`Stage::Delivered`], by stage and then age.
-    undelivered: BTreeMap<(Stage, u64), Arc<Connection>>,
+    /// Its connections that may be shed ([`Stage::sheddable`]), by stage and then age.
+    sheddable: BTreeMap<(Stage, u64), Arc<Connection>>,
 }
 
 impl Inner {
-    /// Changes `peer`'s undelivered connections by `change`, keeping [`Inner::by_undelivered`].
-    fn change_undelivered(&mut self, peer: IpAddr, change: impl FnOnce(&mut BTreeMap<(Stage, u64), Arc<Connection>>)) {
+    /// Changes `peer`'s sheddable connections by `change`, keeping [`Inner::by_sheddable`].
+    fn change_sheddable(&mut self, peer: IpAddr, change: impl FnOnce(&mut BTreeMap<(Stage, u64), Arc<Connection>>)) {
         let Some(entry) = self.peers.get_mut(&peer) else {
             return;
         };
-        let before = entry.undelivered.len();
-        change(&mut entry.undelivered);
-        let after = entry.undelivered.len();
+        let before = entry.sheddable.len();
+        change(&mut entry.sheddable);
+        let after = entry.sheddable.len();
         if before != after {
-            self.by_undelivered.remove(&(before, peer));
+            self.by_sheddable.remove(&(before, peer));
             if after > 0 {
-                self.by_undelivered.insert((after, peer));
+                self.by_sheddable.insert((after, peer));
             }
         }
     }
@@ -184,34 +212,35 @@ impl Registry {
         });
         inner.peers.entry(peer).or_default().open += 1;
         let entry = connection.clone();
-        inner.change_undelivered(peer, |undelivered| {
-            undelivered.insert((Stage::Silent, entry.id), entry);
+        inner.change_sheddable(peer, |sheddable| {
+            sheddable.insert((Stage::Silent, entry.id), entry);
         });
         connection
     }
 
-    /// Moves `connection` forward to `stage` (never back).
-    fn advance(&self, connection: &Connection, stage: Stage) {
+    /// Moves `connection` to `stage`; a trusted connection stays trusted, and a shed one (no
+    /// longer counted) stays out of the registry.
+    fn move_to(&self, connection: &Arc<Connection>, stage: Stage) {
         let mut inner = self.lock();
         let was = connection.stage();
-        if was >= stage {
+        if was == stage || was == Stage::Trusted || !connection.holds_place() {
             return;
         }
         connection.stage.store(stage as u8, Ordering::Release);
-        inner.change_undelivered(connection.peer, |undelivered| {
-            if let Some(entry) = undelivered.remove(&(was, connection.id))
-                && stage != Stage::Delivered
-            {
-                undelivered.insert((stage, connection.id), entry);
+        inner.change_sheddable(connection.peer, |sheddable| {
+            sheddable.remove(&(was, connection.id));
+            if stage.sheddable() {
+                sheddable.insert((stage, connection.id), connection.clone());
             }
         });
     }
 
-    /// Sheds a connection that has not delivered a request — the oldest silent one, else the
-    /// oldest still receiving, of the peer with the most such connections — and answers its place.
+    /// Sheds a connection that may be shed — the oldest silent one, else the oldest still
+    /// receiving, else the oldest idle one, of the peer with the most such connections — and
+    /// answers its place.
     fn shed_one(&self) -> Option<OwnedSemaphorePermit> {
         let mut inner = self.lock();
-        let &(_, peer) = inner.by_undelivered.last()?;
+        let &(_, peer) = inner.by_sheddable.last()?;
         Self::shed_from(&mut inner, peer)
     }
 
@@ -219,7 +248,7 @@ impl Registry {
     /// receiving), if it has one open for [`OWN_SHED_MIN_AGE`], and answers its place.
     fn shed_of(&self, peer: IpAddr) -> Option<OwnedSemaphorePermit> {
         let mut inner = self.lock();
-        let (_, oldest) = inner.peers.get(&peer)?.undelivered.first_key_value()?;
+        let (_, oldest) = inner.peers.get(&peer)?.sheddable.first_key_value()?;
         if oldest.opened.elapsed() < OWN_SHED_MIN_AGE {
             return None;
         }
@@ -229,7 +258,7 @@ impl Registry {
     /// The shed connection leaves its peer's count at once; its task ends as soon as it runs.
     fn shed_from(inner: &mut Inner, peer: IpAddr) -> Option<OwnedSemaphorePermit> {
         let mut shed = None;
-        inner.change_undelivered(peer, |undelivered| shed = undelivered.pop_first().map(|(_, entry)| entry));
+        inner.change_sheddable(peer, |sheddable| shed = sheddable.pop_first().map(|(_, entry)| entry));
         let shed = shed?;
         shed.shed.notify_one();
         let place = shed.take_place()?;
@@ -240,8 +269,8 @@ impl Registry {
     /// `connection` has ended.
     fn close(&self, connection: &Connection) {
         let mut inner = self.lock();
-        inner.change_undelivered(connection.peer, |undelivered| {
-            undelivered.remove(&(connection.stage(), connection.id));
+        inner.change_sheddable(connection.peer, |sheddable| {
+            sheddable.remove(&(connection.stage(), connection.id));
         });
         // A shed connection gave its place away and left its peer's count then.
         if connection.take_place().is_some() {
@@ -393,7 +422,10 @@ async fn serve_connection(
         let (answer, marked) = (app.clone().oneshot(request), marked.clone());
         async move {
             let response = answer.await;
-            marked.delivered();
+            // An upgrade leaves the count once hyper hands its socket over; until then it is busy.
+            if response.as_ref().is_ok_and(|response| response.status() != hyper::StatusCode::SWITCHING_PROTOCOLS) {
+                marked.answered();
+            }
             response
         }
     });
@@ -466,30 +498,62 @@ mod tests {
     }
 
     #[test]
-    fn the_peer_with_most_undelivered_connections_is_shed_first_its_oldest_silent_one_first() {
+    fn the_peer_with_most_sheddable_connections_is_shed_first_silent_then_receiving_then_idle() {
         let registry = Arc::new(Registry::default());
-        let delivered = registry.open(peer(2), place());
+        let idle = registry.open(peer(2), place());
+        let busy = registry.open(peer(2), place());
+        let trusted = registry.open(peer(2), place());
         let receiving = registry.open(peer(2), place());
         let silent = registry.open(peer(2), place());
         let newer_silent = registry.open(peer(2), place());
         let administrator = registry.open(peer(1), place());
-        delivered.head_arrived();
-        delivered.delivered();
+        idle.head_arrived();
+        idle.delivered();
+        idle.answered();
+        busy.head_arrived();
+        busy.delivered();
+        trusted.delivered();
+        trusted.trusted();
+        trusted.answered();
         receiving.head_arrived();
         let mut shed = Vec::new();
         while let Some(place) = registry.shed_one() {
             shed.push(place);
         }
-        assert_eq!(shed.len(), 4, "every connection that has not delivered a request, the delivered one never");
-        assert!(!holds_place(&administrator));
-        assert!([&silent, &newer_silent, &receiving].iter().all(|connection| !holds_place(connection)));
-        assert!(holds_place(&delivered), "the delivered connection keeps its place");
+        assert_eq!(shed.len(), 5, "every connection not busy and not trusted");
+        assert!(
+            [&administrator, &silent, &newer_silent, &receiving, &idle]
+                .iter()
+                .all(|connection| !holds_place(connection))
+        );
+        assert!(holds_place(&busy), "a connection answering a request keeps its place");
+        assert!(holds_place(&trusted), "a trusted connection keeps its place, answered or not");
+        // The busy one may be shed again once answered; the trusted one never.
+        busy.answered();
+        assert!(registry.shed_one().is_some());
+        assert!(!holds_place(&busy));
+        assert!(registry.shed_one().is_none());
         // The shed left their peer's count at once; closing them later counts nothing twice.
         assert_eq!(registry.lock().peers[&peer(2)].open, 1);
         registry.close(&silent);
-        registry.close(&delivered);
+        registry.close(&trusted);
         assert!(registry.lock().peers.is_empty());
-        assert!(registry.lock().by_undelivered.is_empty());
+        assert!(registry.lock().by_sheddable.is_empty());
+    }
+
+    #[test]
+    fn silent_connections_are_shed_before_receiving_ones_and_those_before_idle_ones() {
+        let registry = Arc::new(Registry::default());
+        let idle = registry.open(peer(2), place());
+        idle.delivered();
+        idle.answered();
+        let receiving = registry.open(peer(2), place());
+        receiving.head_arrived();
+        let silent = registry.open(peer(2), place());
+        for expected in [&silent, &receiving, &idle] {
+            assert!(registry.shed_one().is_some());
+            assert!(!holds_place(expected));
+        }
     }
 
     #[test]

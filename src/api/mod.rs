@@ -296,7 +296,11 @@ fn malformed() -> Response {
 }
 
 /// `POST /typedrequest`: one envelope in, one envelope out (`02-wire.md`).
-async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn typed_request(
+    State(state): State<AppState>,
+    connection: Option<axum::Extension<connections::ConnectionMark>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -318,17 +322,21 @@ async fn typed_request(State(state): State<AppState>, body: Result<Bytes, BytesR
     let method_label = method.map_or("unknown", |method| method.name);
     let request_id = request_id(&envelope.correlation);
     let span = request_span("http", &request_id, None, method_label);
-    let mut response = answer_typed_request(&state, envelope, method).instrument(span).await;
+    let (mut response, proven) = answer_typed_request(&state, envelope, method).instrument(span).await;
+    if proven && let Some(axum::Extension(connections::ConnectionMark(connection))) = connection {
+        connection.trusted();
+    }
     set_request_id(&mut response, &request_id);
     response
 }
 
-/// Answers a read envelope inside its request span.
+/// Answers a read envelope inside its request span, and whether the request proved a principal
+/// (a method that asks for one answered it).
 async fn answer_typed_request(
     state: &AppState,
     envelope: envelope::RequestEnvelope,
     method: Option<&'static methods::Method>,
-) -> Response {
+) -> (Response, bool) {
     let method_label = method.map_or("unknown", |method| method.name);
     let started = Instant::now();
     let controller = &state.controller;
@@ -373,7 +381,9 @@ async fn answer_typed_request(
     metrics::histogram!("cloudly_request_duration_seconds", "method" => method_label)
         .record(started.elapsed().as_secs_f64());
     tracing::info!(method = %method_label, outcome = %code, elapsed_ms = started.elapsed().as_millis() as u64, "typed request");
-    axum::Json(answer_envelope(&envelope.method, envelope.correlation, outcome)).into_response()
+    let proven =
+        outcome.is_ok() && method.is_some_and(|method| !matches!(method.principal, methods::Principal::Anyone(_)));
+    (axum::Json(answer_envelope(&envelope.method, envelope.correlation, outcome)).into_response(), proven)
 }
 
 /// The answer envelope: the method, the correlation with `phase: "response"`, and either the

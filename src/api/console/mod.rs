@@ -434,12 +434,17 @@ impl Live {
 async fn live(
     State(state): State<AppState>,
     Extension(console): Extension<Arc<Console>>,
+    connection: Option<Extension<super::connections::ConnectionMark>>,
     headers: HeaderMap,
     query: Result<Query<LiveQuery>, QueryRejection>,
 ) -> Response {
     let Some(session) = session_of(&console, &state, &headers) else {
         return (StatusCode::UNAUTHORIZED, "sign in first").into_response();
     };
+    // A signed-in operator's stream is never shed to make room for other connections.
+    if let Some(Extension(super::connections::ConnectionMark(connection))) = connection {
+        connection.trusted();
+    }
     let Some(page) = query.ok().and_then(|Query(query)| Page::parse(&query.page)) else {
         return (StatusCode::NOT_FOUND, "no such page").into_response();
     };
