@@ -89,6 +89,7 @@ on_both_stores!(run =>
     organizations_count_their_revisions,
     clusters_are_written_by_compare_and_swap,
     nodes_need_their_cluster_and_keep_the_bearer_hash,
+    a_session_opens_only_while_the_checked_bearer_hash_is_current,
     service_specs_keep_every_revision,
     deleted_services_continue_their_revisions,
     accepted_designation_is_recorded_for_replay,
@@ -443,6 +444,38 @@ async fn nodes_need_their_cluster_and_keep_the_bearer_hash(context: Context) {
         store.list_nodes(&cluster_id).await.unwrap().into_iter().map(|stored| stored.node.id.to_string()).collect();
     assert_eq!(listed, ["node-0", "node-1"]);
     assert!(store.list_nodes(&id("elsewhere")).await.unwrap().is_empty());
+}
+
+fn controller() -> ControllerReference {
+    ControllerReference { kind: ControllerKind::Cloudly, id: id("controller-1") }
+}
+
+/// A bearer rotated out between the caller's check and the open opens no session; an unknown
+/// node opens none either; the bearer hash the node has opens the next generation.
+async fn a_session_opens_only_while_the_checked_bearer_hash_is_current(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let (cluster_id, node_1) = (id("c1"), node_id("node-1"));
+    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap());
+    let first = store.open_session(&cluster_id, &node_1, &[1; 32], &id("session-1"), &controller(), 100).await.unwrap();
+    assert_eq!(first.map(|session| session.generation), Some(1));
+
+    // The caller checked the presented bearer against this read; the bearer rotates after it.
+    let checked = store.get_node(&cluster_id, &node_1).await.unwrap().unwrap().bearer_hash;
+    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([2; 32])).await.unwrap());
+    let refused = store.open_session(&cluster_id, &node_1, &checked, &id("session-2"), &controller(), 110).await;
+    assert_eq!(refused.unwrap(), None);
+    let unknown = node_id("node-9");
+    let refused = store.open_session(&cluster_id, &unknown, &[2; 32], &id("session-3"), &controller(), 110).await;
+    assert_eq!(refused.unwrap(), None);
+    assert_eq!(
+        store.current_session(&cluster_id, &node_1).await.unwrap().map(|session| session.id),
+        Some(id("session-1"))
+    );
+
+    let opened =
+        store.open_session(&cluster_id, &node_1, &[2; 32], &id("session-4"), &controller(), 120).await.unwrap();
+    assert_eq!(opened.map(|session| (session.id, session.generation)), Some((id("session-4"), 2)));
 }
 
 async fn service_specs_keep_every_revision(context: Context) {
