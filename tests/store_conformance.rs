@@ -19,7 +19,7 @@ use cloudly::contract::network::address_plan::{
 };
 use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
 use cloudly::contract::network::projection::ProtectedAuthorityReference;
-use cloudly::contract::session::{ControllerKind, ControllerReference};
+use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use cloudly::contract::storage_claim::{
     InitialOwnership, LocalStorageAccessMode, LocalStorageInitialization, LocalStorageLifecycle, LocalStorageMount,
     LocalStorageReclaimPolicy, LocalStorageSource, MountPath, RuntimeLocalStorageClaim,
@@ -113,6 +113,7 @@ on_both_stores!(run =>
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
+    a_late_state_report_of_an_older_session_changes_nothing,
     facts_read_under_the_lock_see_what_its_last_holder_wrote,
     projections_keep_their_endpoint_leases_by_reference,
 );
@@ -1814,6 +1815,44 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
     locked.rollback().await.unwrap();
     assert_eq!(assignment_heads(&store).await, expected);
     assert_eq!(store.get_assignment(&cluster, &ids[0], 3).await.unwrap(), None);
+}
+
+/// Session `generation` of node-1 of `c1`.
+fn node_session(generation: u64) -> RuntimeSessionReference {
+    RuntimeSessionReference {
+        id: id(&format!("session-{generation}")),
+        generation,
+        controller: controller(),
+        cluster_id: id("c1"),
+        node_id: node_id("node-1"),
+        runtime_namespace: id("ns-1"),
+    }
+}
+
+/// A state reported under session 1 after one reported under session 2 keeps session 2's.
+async fn a_late_state_report_of_an_older_session_changes_nothing(context: Context) {
+    let store = context.migrated().await;
+    inventory_on_two_nodes(&store).await;
+    let cluster = id("c1");
+    let controller =
+        Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
+    controller.reconcile_assignments(&cluster, &FactScope::Cluster).await.unwrap();
+    let heads = store.assignment_facts(&cluster, &FactScope::Cluster).await.unwrap().heads.readable;
+    let assignment = &heads[0].signed.payload;
+    let (assignment_id, generation) = (&assignment.id, assignment.generation);
+    store
+        .record_assignment_state(&cluster, assignment_id, generation, "starting", &node_session(1), 100)
+        .await
+        .unwrap();
+    store.record_assignment_state(&cluster, assignment_id, generation, "ready", &node_session(2), 110).await.unwrap();
+    store.record_assignment_state(&cluster, assignment_id, generation, "stopped", &node_session(1), 120).await.unwrap();
+    let kept = store.assignment_state(&cluster, assignment_id, generation).await.unwrap().unwrap();
+    assert_eq!((kept.state.as_str(), kept.session_generation, kept.reported_at), ("ready", 2, 110));
+
+    // The same session reports on.
+    store.record_assignment_state(&cluster, assignment_id, generation, "failed", &node_session(2), 130).await.unwrap();
+    let kept = store.assignment_state(&cluster, assignment_id, generation).await.unwrap().unwrap();
+    assert_eq!((kept.state.as_str(), kept.session_generation, kept.reported_at), ("failed", 2, 130));
 }
 
 /// The facts of a reconcile that waited for the cluster's lock include what the lock's holder

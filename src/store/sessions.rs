@@ -6,7 +6,8 @@
 //! while the node's bearer hash is the one the caller checked, so a bearer rotated out refuses;
 //! the primary key `(cluster, node, generation)` is the second guard. The current session is the
 //! highest. A reported state is kept as the text the domain gives (the schema admits the four
-//! states of the spec). Assignments themselves are `assignments`'.
+//! states of the spec); a state reported under an older session never replaces one reported
+//! under a newer session. Assignments themselves are `assignments`'.
 
 use super::codec::counter_to_sql;
 use super::inventory::node_from_row;
@@ -56,7 +57,8 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Option<RuntimeSessionReference>, StoreError>;
 
     /// Records `state` as the latest reported state of the assignment generation, reported
-    /// under `session`.
+    /// under `session`, unless the state recorded for it came under a newer session generation
+    /// (a late report of an older session changes nothing).
     async fn record_assignment_state(
         &self,
         cluster_id: &Id,
@@ -159,7 +161,8 @@ impl SessionStore for SqlStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (cluster_id, assignment_id, generation) DO UPDATE SET state = EXCLUDED.state, \
                session_id = EXCLUDED.session_id, session_generation = EXCLUDED.session_generation, \
-               reported_at = EXCLUDED.reported_at",
+               reported_at = EXCLUDED.reported_at \
+             WHERE runtime_assignment_states.session_generation <= EXCLUDED.session_generation",
         )
         .text(cluster_id.as_str())
         .text(assignment_id.as_str())
