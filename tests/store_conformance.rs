@@ -110,6 +110,7 @@ on_both_stores!(run =>
     service_statuses_keep_their_time_until_the_verdict_changes,
     network_plans_and_leases_keep_their_rules,
     claims_link_their_heads_and_keep_each_answer,
+    a_late_claim_answer_of_an_older_session_changes_nothing,
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
@@ -1724,6 +1725,31 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     assert_eq!(heads.unreadable[0].extra.volume_id, id("data"));
     assert!(matches!(store.get_claim(&cluster_id, &claim_id, 2).await, Err(StoreError::Corrupt(_))));
     assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
+}
+
+/// An answer under session 1 after one under session 2 keeps session 2's.
+async fn a_late_claim_answer_of_an_older_session_changes_nothing(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let (cluster_id, claim_id) = (id("c1"), id("lsc-data"));
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
+    locked.apply_claims(&[claim(1, None, LocalStorageLifecycle::Bound)], 100).await.unwrap();
+    locked.commit().await.unwrap();
+    let under = |state: &str, session_generation: u64, at: u64| ClaimAnswer {
+        session_id: id(&format!("session-{session_generation}")),
+        session_generation,
+        ..answer(state, at)
+    };
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("uncertain", 1, 110)).await.unwrap());
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("ready", 2, 120)).await.unwrap());
+    assert!(!store.record_claim_answer(&cluster_id, &claim_id, 1, &under("uncertain", 1, 130)).await.unwrap());
+    let kept = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap().answer;
+    assert_eq!(kept, Some(under("ready", 2, 120)));
+
+    // The same session answers on.
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("import-required", 2, 140)).await.unwrap());
+    let kept = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap().answer;
+    assert_eq!(kept, Some(under("import-required", 2, 140)));
 }
 
 // ---------------------------------------------------------------------------------------------
