@@ -36,8 +36,8 @@ use cloudly::store::relays::{IngressRoute, RouteBackend};
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
-    Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
-    SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
+    Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, NodeBearerHash,
+    PutOutcome, SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
 };
 use cloudly::store::{ClusterGuard, FactScope, StoredNetworkPlan};
 use serde_json::{Value, json};
@@ -416,32 +416,45 @@ async fn nodes_need_their_cluster_and_keep_the_bearer_hash(context: Context) {
     let store = context.migrated().await;
     let cluster_id = id("c1");
     assert_eq!(
-        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap(),
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
         PutOutcome::Missing(MissingKind::Cluster)
     );
     inventory(&store).await;
-    match store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), None).await {
+    match store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::Keep).await {
         Err(StoreError::Corrupt(detail)) => assert!(detail.contains("bearer hash"), "{detail}"),
         other => panic!("creating a node without a bearer hash: {other:?}"),
     }
     assert!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap().is_none());
 
-    let (created, was_created) =
-        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap());
-    assert!(was_created);
-    assert_eq!((created.revision, created.bearer_hash, created.cluster_id.clone()), (1, [1; 32], cluster_id.clone()));
+    let created = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
+    );
+    assert!(created.created && created.bearer_stored);
+    let stored = &created.node;
+    assert_eq!((stored.revision, stored.bearer_hash, stored.cluster_id.clone()), (1, [1; 32], cluster_id.clone()));
 
-    // An update without a new hash keeps the old one.
-    let (updated, was_created) =
-        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), None).await.unwrap());
-    assert!(!was_created);
-    assert_eq!((updated.revision, updated.bearer_hash), (2, [1; 32]));
+    // A second create finds the node under the lock: it keeps the first hash and says so.
+    let second = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([4; 32])).await.unwrap(),
+    );
+    assert!(!second.created && !second.bearer_stored);
+    assert_eq!((second.node.revision, second.node.bearer_hash), (2, [1; 32]));
+    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap().unwrap().bearer_hash, [1; 32]);
+
+    // An update that keeps the hash keeps the old one.
+    let updated =
+        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), NodeBearerHash::Keep).await.unwrap());
+    assert!(!updated.created && !updated.bearer_stored);
+    assert_eq!((updated.node.revision, updated.node.bearer_hash), (3, [1; 32]));
     // A rotation replaces it.
-    let (rotated, _) = written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), Some([2; 32])).await.unwrap());
-    assert_eq!((rotated.revision, rotated.bearer_hash), (3, [2; 32]));
-    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap(), Some(rotated.clone()));
+    let rotated = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), NodeBearerHash::Rotate([2; 32])).await.unwrap(),
+    );
+    assert!(!rotated.created && rotated.bearer_stored);
+    assert_eq!((rotated.node.revision, rotated.node.bearer_hash), (4, [2; 32]));
+    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap(), Some(rotated.node.clone()));
 
-    written(store.put_node(&cluster_id, &node("node-0", "10.0.0.8"), Some([3; 32])).await.unwrap());
+    written(store.put_node(&cluster_id, &node("node-0", "10.0.0.8"), NodeBearerHash::Rotate([3; 32])).await.unwrap());
     let listed: Vec<String> =
         store.list_nodes(&cluster_id).await.unwrap().into_iter().map(|stored| stored.node.id.to_string()).collect();
     assert_eq!(listed, ["node-0", "node-1"]);
@@ -458,13 +471,15 @@ async fn a_session_opens_only_while_the_checked_bearer_hash_is_current(context: 
     let store = context.migrated().await;
     inventory(&store).await;
     let (cluster_id, node_1) = (id("c1"), node_id("node-1"));
-    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap());
+    written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
+    );
     let first = store.open_session(&cluster_id, &node_1, &[1; 32], &id("session-1"), &controller(), 100).await.unwrap();
     assert_eq!(first.map(|session| session.generation), Some(1));
 
     // The caller checked the presented bearer against this read; the bearer rotates after it.
     let checked = store.get_node(&cluster_id, &node_1).await.unwrap().unwrap().bearer_hash;
-    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([2; 32])).await.unwrap());
+    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::Rotate([2; 32])).await.unwrap());
     let refused = store.open_session(&cluster_id, &node_1, &checked, &id("session-2"), &controller(), 110).await;
     assert_eq!(refused.unwrap(), None);
     let unknown = node_id("node-9");
@@ -1507,7 +1522,7 @@ fn address_plan(revision: u64, pool: &str) -> RuntimeNetworkAddressPlan {
 async fn inventory_on_two_nodes(store: &SharedStore) {
     inventory(store).await;
     for name in ["node-1", "node-2"] {
-        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
+        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), NodeBearerHash::IfCreated([1; 32])).await.unwrap());
     }
 }
 
