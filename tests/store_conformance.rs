@@ -111,6 +111,7 @@ on_both_stores!(run =>
     network_plans_and_leases_keep_their_rules,
     claims_link_their_heads_and_keep_each_answer,
     a_late_claim_answer_of_an_older_session_changes_nothing,
+    of_two_decisions_on_an_uncertain_claim_one_is_recorded,
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
@@ -1742,14 +1743,20 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
 }
 
-/// An answer under session 1 after one under session 2 keeps session 2's.
-async fn a_late_claim_answer_of_an_older_session_changes_nothing(context: Context) {
-    let store = context.migrated().await;
-    inventory(&store).await;
-    let (cluster_id, claim_id) = (id("c1"), id("lsc-data"));
+/// [`inventory`] and generation 1 of the bound claim `lsc-data` of `c1`: answers their ids.
+async fn one_bound_claim(store: &SharedStore) -> (Id, Id) {
+    inventory(store).await;
+    let cluster_id = id("c1");
     let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
     locked.apply_claims(&[claim(1, None, LocalStorageLifecycle::Bound)], 100).await.unwrap();
     locked.commit().await.unwrap();
+    (cluster_id, id("lsc-data"))
+}
+
+/// An answer under session 1 after one under session 2 keeps session 2's.
+async fn a_late_claim_answer_of_an_older_session_changes_nothing(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, claim_id) = one_bound_claim(&store).await;
     let under = |state: &str, session_generation: u64, at: u64| ClaimAnswer {
         session_id: id(&format!("session-{session_generation}")),
         session_generation,
@@ -1765,6 +1772,30 @@ async fn a_late_claim_answer_of_an_older_session_changes_nothing(context: Contex
     assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("import-required", 2, 140)).await.unwrap());
     let kept = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap().answer;
     assert_eq!(kept, Some(under("import-required", 2, 140)));
+}
+
+/// Two operators decide one uncertain generation at once: one decision is recorded, the other
+/// answers false and changes nothing; a later decision is refused as well.
+async fn of_two_decisions_on_an_uncertain_claim_one_is_recorded(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, claim_id) = one_bound_claim(&store).await;
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("uncertain", 110)).await.unwrap());
+    let decisions =
+        [("rebind", 120), ("purge", 121)].map(|(decision, at)| ClaimResolution { decision: decision.to_owned(), at });
+    let (first, second) = tokio::join!(
+        store.record_claim_resolution(&cluster_id, &claim_id, 1, &decisions[0], false),
+        store.record_claim_resolution(&cluster_id, &claim_id, 1, &decisions[1], false),
+    );
+    let recorded = [first.unwrap(), second.unwrap()];
+    assert_eq!(recorded.iter().filter(|recorded| **recorded).count(), 1, "{recorded:?}");
+    let winner = &decisions[usize::from(recorded[1])];
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution.as_ref(), stored.answer), (Some(winner), Some(answer("uncertain", 110))));
+
+    let late = ClaimResolution { decision: "purge".to_owned(), at: 130 };
+    assert!(!store.record_claim_resolution(&cluster_id, &claim_id, 1, &late, true).await.unwrap());
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution.as_ref(), stored.answer), (Some(winner), Some(answer("uncertain", 110))));
 }
 
 // ---------------------------------------------------------------------------------------------

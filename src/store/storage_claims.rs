@@ -151,7 +151,8 @@ pub trait StorageClaimStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Records an operator's decision on the head generation `generation` of the claim, only
-    /// while it is the head and its last trusted answer says `uncertain` (false otherwise).
+    /// while it is the head, its last trusted answer says `uncertain` and no decision on it is
+    /// recorded (false otherwise: of two decisions on one generation, one is recorded).
     /// `forget_answer` also clears that answer, so the generation is pushed again.
     async fn record_claim_resolution(
         &self,
@@ -464,6 +465,7 @@ impl StorageClaimStore for SqlStore {
                answered_session_generation = CASE WHEN $6 THEN NULL ELSE answered_session_generation END, \
                answered_at = CASE WHEN $6 THEN NULL ELSE answered_at END \
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3 AND node_state = 'uncertain' \
+               AND resolution IS NULL \
                AND generation = (SELECT h.generation FROM runtime_local_storage_claim_heads h \
                                  WHERE h.cluster_id = $1 AND h.claim_id = $2)",
             cluster_id,
