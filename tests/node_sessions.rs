@@ -1,10 +1,10 @@
 //! Node sessions and runtime assignments over a real WebSocket (`/typedsocket`), on PostgreSQL
-//! and on SQLite: opening and superseding sessions, the session check of every node method,
-//! signed and placed assignments, the ingress environment with its secret binding, rotation
-//! with `pushRuntimeChanged`, reported states and `running_assignments`, the node methods
-//! refused over HTTP, a change made through another controller reaching the node connected
-//! here, and the administrators' reads of nodes (`listClusterNodes`,
-//! `getClusterNode`) and of one organization (`getOrganization`).
+//! and on SQLite: opening and superseding sessions (racing creates of a node answer one bearer),
+//! the session check of every node method, signed and placed assignments, the ingress environment
+//! with its secret binding, rotation with `pushRuntimeChanged`, reported states and
+//! `running_assignments`, the node methods refused over HTTP, a change made through another
+//! controller reaching the node connected here, and the administrators' reads of nodes
+//! (`listClusterNodes`, `getClusterNode`) and of one organization (`getOrganization`).
 
 #[macro_use]
 mod support;
@@ -114,6 +114,25 @@ on_both_stores!(a_session_opens_only_with_the_node_bearer_and_a_new_one_supersed
     assert_eq!(error.code(), "principal-refused");
     assert_eq!(error.data["current"], newer);
     assert!(second.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &newer }).await.is_ok());
+    service.stop().await;
+});
+
+on_both_stores!(racing_creates_of_a_node_answer_one_bearer_and_it_opens_a_session, |backend| async move {
+    let service = TestService::start(backend).await;
+    service.put_pallet_cluster("c1").await;
+    let create = || {
+        service.admin_call(
+            "putClusterNode",
+            json!({ "clusterId": "c1", "node": { "id": "node-3", "runtimeNamespace": "ns-main", "hostAddresses": [] },
+                    "rotateCredential": false }),
+        )
+    };
+    let answers = futures_util::future::join_all((0..4).map(|_| create())).await;
+    let bearers: Vec<&str> = answers.iter().filter_map(|answer| answer["bearer"].as_str()).collect();
+    assert_eq!(bearers.len(), 1, "one create answers a bearer, the others null");
+    assert!(answers.iter().all(|answer| answer["bearer"].is_string() || answer["bearer"].is_null()));
+    let agent = NodeAgent::connect(&service).await;
+    assert_eq!(agent.open("c1", "node-3", bearers[0]).await["generation"], json!(1));
     service.stop().await;
 });
 

@@ -1,8 +1,8 @@
 //! Runtime local storage claims over the real server (`06-storage-claims.md`): issued from the
 //! service specs, pushed down the node's socket with `applyRuntimeLocalStorageClaim` to a test
 //! node answering over it, the answers bound or recorded as protocol faults, the bound claims
-//! sealed in the assignments, `storage-import-pending` and `uncertain` as the operator sees them,
-//! and purge generations after a delete. On PostgreSQL and on SQLite.
+//! sealed in the assignments, `storage-import-pending` and `uncertain` as the operator sees them
+//! (one decision on it), and purge generations after a delete. On PostgreSQL and on SQLite.
 
 #[macro_use]
 mod support;
@@ -345,13 +345,20 @@ fn uncertain(claim: &Value) -> Value {
     json!({ "status": "accepted", "state": "uncertain", "claim": reference(claim) })
 }
 
-on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend| async move {
-    let service = start(backend).await;
-    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750)]), Value::Null).await;
+/// Service `db` with volume `data` on node-1, whose node answers its claim `uncertain`: answers
+/// the node's volumes, its agent and the claim's listing.
+async fn an_uncertain_claim(service: &TestService) -> (Arc<NodeVolumes>, NodeAgent, Value) {
+    put_db(service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750)]), Value::Null).await;
     let volumes = NodeVolumes::new();
     volumes.script([ClaimReply::Respond(uncertain)]);
-    let (first, _) = node_one(&service, &volumes).await;
-    let data = head_state(&service, "data", "uncertain").await;
+    let (agent, _) = node_one(service, &volumes).await;
+    let data = head_state(service, "data", "uncertain").await;
+    (volumes, agent, data)
+}
+
+on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend| async move {
+    let service = start(backend).await;
+    let (volumes, first, data) = an_uncertain_claim(&service).await;
     assert_eq!(status(&service).await, (json!("waiting"), json!("conflict")));
 
     // Neither mounted nor pushed again, also not to a new session.
@@ -405,6 +412,34 @@ on_both_stores!(an_uncertain_claim_stays_until_an_operator_resolves_it, |backend
         .await
         .unwrap_err();
     assert_eq!(error.data["code"], json!("request-invalid"));
+    service.stop().await;
+});
+
+on_both_stores!(of_two_racing_decisions_on_an_uncertain_claim_one_is_recorded, |backend| async move {
+    let service = start(backend).await;
+    let (_volumes, _agent, data) = an_uncertain_claim(&service).await;
+    let admin = service.admin();
+    let decide = |decision: &'static str| {
+        service.call_as(
+            &admin,
+            "resolveRuntimeLocalStorageClaim",
+            json!({ "claim": reference(&data["claim"]), "decision": decision }),
+        )
+    };
+    let (rebind, purge) = tokio::join!(decide("rebind"), decide("purge"));
+    let refused = match (&rebind, &purge) {
+        (Ok(_), Err(refused)) | (Err(refused), Ok(_)) => refused,
+        _ => panic!("one decision is recorded, the other refused: {rebind:?} {purge:?}"),
+    };
+    // The later decision finds the decided generation (request-invalid) or, once the reconcile
+    // has followed the first, a newer head (not-found).
+    let code = refused.data["code"].clone();
+    assert!(code == json!("request-invalid") || code == json!("not-found"), "{code}");
+    eventually("a generation after the decided one", || async {
+        let generation = claim_of(&service, "data").await["claim"]["generation"].as_u64();
+        generation.filter(|generation| *generation > 1)
+    })
+    .await;
     service.stop().await;
 });
 
@@ -462,11 +497,7 @@ on_both_stores!(removing_a_volume_or_the_service_issues_purges_that_end_purged, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_claims_and_resolves_an_uncertain_one() {
     let service = start(Backend::Sqlite).await;
-    put_db(&service, json!([empty_volume("data", "/var/lib/db", 1000, 0o750)]), Value::Null).await;
-    let volumes = NodeVolumes::new();
-    volumes.script([ClaimReply::Respond(uncertain)]);
-    let (_agent, _) = node_one(&service, &volumes).await;
-    let data = head_state(&service, "data", "uncertain").await;
+    let (_volumes, _agent, data) = an_uncertain_claim(&service).await;
     let claim = data["claim"]["id"].as_str().unwrap().to_owned();
 
     let scratch = std::env::temp_dir().join(format!("cloudly-volumes-{}", std::process::id()));

@@ -19,7 +19,7 @@ use cloudly::contract::network::address_plan::{
 };
 use cloudly::contract::network::authority::compose_runtime_network_protected_authority;
 use cloudly::contract::network::projection::ProtectedAuthorityReference;
-use cloudly::contract::session::{ControllerKind, ControllerReference};
+use cloudly::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use cloudly::contract::storage_claim::{
     InitialOwnership, LocalStorageAccessMode, LocalStorageInitialization, LocalStorageLifecycle, LocalStorageMount,
     LocalStorageReclaimPolicy, LocalStorageSource, MountPath, RuntimeLocalStorageClaim,
@@ -36,8 +36,8 @@ use cloudly::store::relays::{IngressRoute, RouteBackend};
 use cloudly::store::service_status::RecordedStatus;
 use cloudly::store::storage_claims::{ClaimAnswer, ClaimChange, ClaimFault, ClaimResolution};
 use cloudly::store::{
-    Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, PutOutcome,
-    SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
+    Backend, ChangeKind, DesignationSnapshot, DesignationWrite, KeyRecord, KeyRole, MissingKind, NodeBearerHash,
+    PutOutcome, SealedSecret, SharedStore, Signal, SignalSubscription, Store, StoreError, StoredCluster,
 };
 use cloudly::store::{ClusterGuard, FactScope, StoredNetworkPlan};
 use serde_json::{Value, json};
@@ -89,6 +89,7 @@ on_both_stores!(run =>
     organizations_count_their_revisions,
     clusters_are_written_by_compare_and_swap,
     nodes_need_their_cluster_and_keep_the_bearer_hash,
+    a_session_opens_only_while_the_checked_bearer_hash_is_current,
     service_specs_keep_every_revision,
     deleted_services_continue_their_revisions,
     accepted_designation_is_recorded_for_replay,
@@ -109,9 +110,12 @@ on_both_stores!(run =>
     service_statuses_keep_their_time_until_the_verdict_changes,
     network_plans_and_leases_keep_their_rules,
     claims_link_their_heads_and_keep_each_answer,
+    a_late_claim_answer_of_an_older_session_changes_nothing,
+    of_two_decisions_on_an_uncertain_claim_one_is_recorded,
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
+    a_late_state_report_of_an_older_session_changes_nothing,
     facts_read_under_the_lock_see_what_its_last_holder_wrote,
     projections_keep_their_endpoint_leases_by_reference,
 );
@@ -413,36 +417,83 @@ async fn nodes_need_their_cluster_and_keep_the_bearer_hash(context: Context) {
     let store = context.migrated().await;
     let cluster_id = id("c1");
     assert_eq!(
-        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap(),
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
         PutOutcome::Missing(MissingKind::Cluster)
     );
     inventory(&store).await;
-    match store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), None).await {
+    match store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::Keep).await {
         Err(StoreError::Corrupt(detail)) => assert!(detail.contains("bearer hash"), "{detail}"),
         other => panic!("creating a node without a bearer hash: {other:?}"),
     }
     assert!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap().is_none());
 
-    let (created, was_created) =
-        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), Some([1; 32])).await.unwrap());
-    assert!(was_created);
-    assert_eq!((created.revision, created.bearer_hash, created.cluster_id.clone()), (1, [1; 32], cluster_id.clone()));
+    let created = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
+    );
+    assert!(created.created && created.bearer_stored);
+    let stored = &created.node;
+    assert_eq!((stored.revision, stored.bearer_hash, stored.cluster_id.clone()), (1, [1; 32], cluster_id.clone()));
 
-    // An update without a new hash keeps the old one.
-    let (updated, was_created) =
-        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), None).await.unwrap());
-    assert!(!was_created);
-    assert_eq!((updated.revision, updated.bearer_hash), (2, [1; 32]));
+    // A second create finds the node under the lock: it keeps the first hash and says so.
+    let second = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([4; 32])).await.unwrap(),
+    );
+    assert!(!second.created && !second.bearer_stored);
+    assert_eq!((second.node.revision, second.node.bearer_hash), (2, [1; 32]));
+    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap().unwrap().bearer_hash, [1; 32]);
+
+    // An update that keeps the hash keeps the old one.
+    let updated =
+        written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), NodeBearerHash::Keep).await.unwrap());
+    assert!(!updated.created && !updated.bearer_stored);
+    assert_eq!((updated.node.revision, updated.node.bearer_hash), (3, [1; 32]));
     // A rotation replaces it.
-    let (rotated, _) = written(store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), Some([2; 32])).await.unwrap());
-    assert_eq!((rotated.revision, rotated.bearer_hash), (3, [2; 32]));
-    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap(), Some(rotated.clone()));
+    let rotated = written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.10"), NodeBearerHash::Rotate([2; 32])).await.unwrap(),
+    );
+    assert!(!rotated.created && rotated.bearer_stored);
+    assert_eq!((rotated.node.revision, rotated.node.bearer_hash), (4, [2; 32]));
+    assert_eq!(store.get_node(&cluster_id, &node_id("node-1")).await.unwrap(), Some(rotated.node.clone()));
 
-    written(store.put_node(&cluster_id, &node("node-0", "10.0.0.8"), Some([3; 32])).await.unwrap());
+    written(store.put_node(&cluster_id, &node("node-0", "10.0.0.8"), NodeBearerHash::Rotate([3; 32])).await.unwrap());
     let listed: Vec<String> =
         store.list_nodes(&cluster_id).await.unwrap().into_iter().map(|stored| stored.node.id.to_string()).collect();
     assert_eq!(listed, ["node-0", "node-1"]);
     assert!(store.list_nodes(&id("elsewhere")).await.unwrap().is_empty());
+}
+
+fn controller() -> ControllerReference {
+    ControllerReference { kind: ControllerKind::Cloudly, id: id("controller-1") }
+}
+
+/// A bearer rotated out between the caller's check and the open opens no session; an unknown
+/// node opens none either; the bearer hash the node has opens the next generation.
+async fn a_session_opens_only_while_the_checked_bearer_hash_is_current(context: Context) {
+    let store = context.migrated().await;
+    inventory(&store).await;
+    let (cluster_id, node_1) = (id("c1"), node_id("node-1"));
+    written(
+        store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::IfCreated([1; 32])).await.unwrap(),
+    );
+    let first = store.open_session(&cluster_id, &node_1, &[1; 32], &id("session-1"), &controller(), 100).await.unwrap();
+    assert_eq!(first.map(|session| session.generation), Some(1));
+
+    // The caller checked the presented bearer against this read; the bearer rotates after it.
+    let checked = store.get_node(&cluster_id, &node_1).await.unwrap().unwrap().bearer_hash;
+    written(store.put_node(&cluster_id, &node("node-1", "10.0.0.9"), NodeBearerHash::Rotate([2; 32])).await.unwrap());
+    let refused = store.open_session(&cluster_id, &node_1, &checked, &id("session-2"), &controller(), 110).await;
+    assert_eq!(refused.unwrap(), None);
+    let unknown = node_id("node-9");
+    let refused = store.open_session(&cluster_id, &unknown, &[2; 32], &id("session-3"), &controller(), 110).await;
+    assert_eq!(refused.unwrap(), None);
+    assert_eq!(
+        store.current_session(&cluster_id, &node_1).await.unwrap().map(|session| session.id),
+        Some(id("session-1"))
+    );
+
+    let opened =
+        store.open_session(&cluster_id, &node_1, &[2; 32], &id("session-4"), &controller(), 120).await.unwrap();
+    assert_eq!(opened.map(|session| (session.id, session.generation)), Some((id("session-4"), 2)));
 }
 
 async fn service_specs_keep_every_revision(context: Context) {
@@ -1472,7 +1523,7 @@ fn address_plan(revision: u64, pool: &str) -> RuntimeNetworkAddressPlan {
 async fn inventory_on_two_nodes(store: &SharedStore) {
     inventory(store).await;
     for name in ["node-1", "node-2"] {
-        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), Some([1; 32])).await.unwrap());
+        written(store.put_node(&id("c1"), &node(name, "10.0.0.1"), NodeBearerHash::IfCreated([1; 32])).await.unwrap());
     }
 }
 
@@ -1692,6 +1743,61 @@ async fn claims_link_their_heads_and_keep_each_answer(context: Context) {
     assert!(store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().is_some());
 }
 
+/// [`inventory`] and generation 1 of the bound claim `lsc-data` of `c1`: answers their ids.
+async fn one_bound_claim(store: &SharedStore) -> (Id, Id) {
+    inventory(store).await;
+    let cluster_id = id("c1");
+    let mut locked = store.lock_assignments(&cluster_id, &FactScope::Cluster).await.unwrap();
+    locked.apply_claims(&[claim(1, None, LocalStorageLifecycle::Bound)], 100).await.unwrap();
+    locked.commit().await.unwrap();
+    (cluster_id, id("lsc-data"))
+}
+
+/// An answer under session 1 after one under session 2 keeps session 2's.
+async fn a_late_claim_answer_of_an_older_session_changes_nothing(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, claim_id) = one_bound_claim(&store).await;
+    let under = |state: &str, session_generation: u64, at: u64| ClaimAnswer {
+        session_id: id(&format!("session-{session_generation}")),
+        session_generation,
+        ..answer(state, at)
+    };
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("uncertain", 1, 110)).await.unwrap());
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("ready", 2, 120)).await.unwrap());
+    assert!(!store.record_claim_answer(&cluster_id, &claim_id, 1, &under("uncertain", 1, 130)).await.unwrap());
+    let kept = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap().answer;
+    assert_eq!(kept, Some(under("ready", 2, 120)));
+
+    // The same session answers on.
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &under("import-required", 2, 140)).await.unwrap());
+    let kept = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap().answer;
+    assert_eq!(kept, Some(under("import-required", 2, 140)));
+}
+
+/// Two operators decide one uncertain generation at once: one decision is recorded, the other
+/// answers false and changes nothing; a later decision is refused as well.
+async fn of_two_decisions_on_an_uncertain_claim_one_is_recorded(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, claim_id) = one_bound_claim(&store).await;
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("uncertain", 110)).await.unwrap());
+    let decisions =
+        [("rebind", 120), ("purge", 121)].map(|(decision, at)| ClaimResolution { decision: decision.to_owned(), at });
+    let (first, second) = tokio::join!(
+        store.record_claim_resolution(&cluster_id, &claim_id, 1, &decisions[0], false),
+        store.record_claim_resolution(&cluster_id, &claim_id, 1, &decisions[1], false),
+    );
+    let recorded = [first.unwrap(), second.unwrap()];
+    assert_eq!(recorded.iter().filter(|recorded| **recorded).count(), 1, "{recorded:?}");
+    let winner = &decisions[usize::from(recorded[1])];
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution.as_ref(), stored.answer), (Some(winner), Some(answer("uncertain", 110))));
+
+    let late = ClaimResolution { decision: "purge".to_owned(), at: 130 };
+    assert!(!store.record_claim_resolution(&cluster_id, &claim_id, 1, &late, true).await.unwrap());
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution.as_ref(), stored.answer), (Some(winner), Some(answer("uncertain", 110))));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Runtime assignments.
 
@@ -1781,6 +1887,44 @@ async fn assignment_generations_are_written_in_batches_under_their_guards(contex
     locked.rollback().await.unwrap();
     assert_eq!(assignment_heads(&store).await, expected);
     assert_eq!(store.get_assignment(&cluster, &ids[0], 3).await.unwrap(), None);
+}
+
+/// Session `generation` of node-1 of `c1`.
+fn node_session(generation: u64) -> RuntimeSessionReference {
+    RuntimeSessionReference {
+        id: id(&format!("session-{generation}")),
+        generation,
+        controller: controller(),
+        cluster_id: id("c1"),
+        node_id: node_id("node-1"),
+        runtime_namespace: id("ns-1"),
+    }
+}
+
+/// A state reported under session 1 after one reported under session 2 keeps session 2's.
+async fn a_late_state_report_of_an_older_session_changes_nothing(context: Context) {
+    let store = context.migrated().await;
+    inventory_on_two_nodes(&store).await;
+    let cluster = id("c1");
+    let controller =
+        Controller::new(store.clone(), Arc::new(ControllerKeys::generate().unwrap()), Arc::new(SystemClock));
+    controller.reconcile_assignments(&cluster, &FactScope::Cluster).await.unwrap();
+    let heads = store.assignment_facts(&cluster, &FactScope::Cluster).await.unwrap().heads.readable;
+    let assignment = &heads[0].signed.payload;
+    let (assignment_id, generation) = (&assignment.id, assignment.generation);
+    store
+        .record_assignment_state(&cluster, assignment_id, generation, "starting", &node_session(1), 100)
+        .await
+        .unwrap();
+    store.record_assignment_state(&cluster, assignment_id, generation, "ready", &node_session(2), 110).await.unwrap();
+    store.record_assignment_state(&cluster, assignment_id, generation, "stopped", &node_session(1), 120).await.unwrap();
+    let kept = store.assignment_state(&cluster, assignment_id, generation).await.unwrap().unwrap();
+    assert_eq!((kept.state.as_str(), kept.session_generation, kept.reported_at), ("ready", 2, 110));
+
+    // The same session reports on.
+    store.record_assignment_state(&cluster, assignment_id, generation, "failed", &node_session(2), 130).await.unwrap();
+    let kept = store.assignment_state(&cluster, assignment_id, generation).await.unwrap().unwrap();
+    assert_eq!((kept.state.as_str(), kept.session_generation, kept.reported_at), ("failed", 2, 130));
 }
 
 /// The facts of a reconcile that waited for the cluster's lock include what the lock's holder

@@ -11,7 +11,9 @@ use super::sessions::NodeSessionStatus;
 use super::{ClusterRequest, Controller, DomainError};
 use crate::contract::inventory::{ClusterSpec, NodeSpec, Organization, ServiceRuntimeSpec, ServiceSpecBody};
 use crate::contract::{Id, NodeId};
-use crate::store::{ClusterGuard, MissingKind, PutOutcome, StoredCluster, StoredNode, StoredOrganization};
+use crate::store::{
+    ClusterGuard, MissingKind, NodeBearerHash, NodeWritten, PutOutcome, StoredCluster, StoredNode, StoredOrganization,
+};
 
 /// The prefix of node bearers (`sznb_` + 256 random bits).
 pub const NODE_BEARER_PREFIX: &str = "sznb_";
@@ -161,17 +163,16 @@ impl Controller {
     /// `putClusterNode` (admin) → `{ node, bearer | null }`.
     pub async fn put_cluster_node(&self, request: PutClusterNodeRequest) -> Result<NodePut, DomainError> {
         let PutClusterNodeRequest { cluster_id, node, rotate_credential: rotate } = request;
-        let existing = self.store.get_node(&cluster_id, &node.id).await?;
-        let bearer = if rotate || existing.is_none() {
-            Some(Bearer::generate(NODE_BEARER_PREFIX).map_err(|_| DomainError::Internal)?)
-        } else {
-            None
-        };
-        match self.store.put_node(&cluster_id, &node, bearer.as_ref().map(Bearer::hash)).await? {
-            PutOutcome::Written((node, created)) => {
+        // A new bearer for every write; the store keeps it only when it rotates or creates the
+        // node (decided under the cluster's lock), and only a kept one is answered.
+        let bearer = Bearer::generate(NODE_BEARER_PREFIX).map_err(|_| DomainError::Internal)?;
+        let bearer_hash =
+            if rotate { NodeBearerHash::Rotate(bearer.hash()) } else { NodeBearerHash::IfCreated(bearer.hash()) };
+        match self.store.put_node(&cluster_id, &node, bearer_hash).await? {
+            PutOutcome::Written(NodeWritten { node, created, bearer_stored }) => {
                 tracing::info!(cluster = %cluster_id, node = %node.node.id, created, rotated = rotate, "node written");
                 self.assignments_changed(&cluster_id, Change::Node(node.node.id.clone())).await;
-                Ok(NodePut { node, bearer })
+                Ok(NodePut { node, bearer: bearer_stored.then_some(bearer) })
             }
             PutOutcome::Missing(what) => Err(DomainError::NotFound(what)),
             PutOutcome::RevisionConflict { current } => Err(DomainError::RevisionConflict(current)),

@@ -1051,7 +1051,7 @@ impl ClaimPusher {
 
     /// Records a bound answer on the generation pushed (and, for `historical`, on the newer
     /// generation it names when this controller issued it with that digest). Answers what the
-    /// answer moved.
+    /// answer moved: nothing when the generation keeps an answer of a newer session.
     async fn record_answer(
         &self,
         session: &RuntimeSessionReference,
@@ -1067,7 +1067,10 @@ impl ClaimPusher {
             answered_at: self.clock.now_ms(),
         };
         let cluster_id = &session.cluster_id;
-        self.store.record_claim_answer(cluster_id, &claim.id, claim.generation, &answer).await?;
+        if !self.store.record_claim_answer(cluster_id, &claim.id, claim.generation, &answer).await? {
+            tracing::info!(cluster = %cluster_id, claim = %claim.id, generation = claim.generation, session = session.generation, "claim answer of an older session not recorded");
+            return Ok(AnswerMoved::Nothing);
+        }
         if response.status == ApplyRuntimeLocalStorageClaimStatus::Historical {
             let newer = self.store.get_claim(cluster_id, &claim.id, response.claim.generation).await?;
             if newer.is_some_and(|newer| newer.signed.payload.reference() == response.claim) {

@@ -268,11 +268,23 @@ impl Controller {
             tracing::info!(cluster = %cluster_id, node = %node_id, "runtime session refused");
             return Err(DomainError::PrincipalRefused);
         }
-        let session = self
+        // The store opens the session only while the node's bearer hash is still the one checked
+        // here, so a bearer rotated out since that read is refused as a wrong one is.
+        let opened = self
             .store
-            .open_session(&cluster_id, &node_id, &fresh_session_id(), &self.controller_reference(), self.clock.now_ms())
-            .await?
-            .ok_or(DomainError::PrincipalRefused)?;
+            .open_session(
+                &cluster_id,
+                &node_id,
+                &node.bearer_hash,
+                &fresh_session_id(),
+                &self.controller_reference(),
+                self.clock.now_ms(),
+            )
+            .await?;
+        let Some(session) = opened else {
+            tracing::info!(cluster = %cluster_id, node = %node_id, "runtime session refused");
+            return Err(DomainError::PrincipalRefused);
+        };
         tracing::info!(cluster = %cluster_id, node = %node_id, generation = session.generation, "runtime session opened");
         // A new session ends the running of what the node ran under its previous one.
         match self.store.services_on_node(&cluster_id, &node_id).await {

@@ -74,7 +74,8 @@ impl Controller {
 
     /// `resolveRuntimeLocalStorageClaim` (admin) → `{ claim }`: an operator's decision on the
     /// `uncertain` head generation `claim` names. `not-found` (`storage-claim`) when it names no
-    /// current claim generation; `request-invalid` when its node state is not `uncertain`, or
+    /// current claim generation; `request-invalid` when its node state is not `uncertain`, when a
+    /// decision on it is already recorded (of two racing decisions, one is recorded), or when
     /// `rebind` is asked for a volume the service's current runnable spec does not declare. The
     /// decision is recorded, then the reconcile issues what it calls for; the answer is the
     /// claim's listing after it.

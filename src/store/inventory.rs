@@ -60,6 +60,29 @@ pub struct StoredNode {
     pub revision: u64,
 }
 
+/// What [`InventoryStore::put_node`] does with the node's bearer hash, decided under the
+/// cluster's lock against the row it finds there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeBearerHash {
+    /// Keeps the stored hash; a node that does not exist yet is not created.
+    Keep,
+    /// Stores the hash only when the write creates the node; an existing node keeps its own.
+    IfCreated([u8; 32]),
+    /// Stores the hash, replacing the node's.
+    Rotate([u8; 32]),
+}
+
+/// What [`InventoryStore::put_node`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeWritten {
+    /// The node as stored.
+    pub node: StoredNode,
+    /// True when the write created it.
+    pub created: bool,
+    /// True when the write stored the hash it was given.
+    pub bearer_stored: bool,
+}
+
 /// Persistence of the inventory.
 #[async_trait]
 pub trait InventoryStore: Send + Sync {
@@ -83,16 +106,17 @@ pub trait InventoryStore: Send + Sync {
     /// Every cluster, sorted by id (bytewise).
     async fn list_clusters(&self) -> Result<Vec<StoredCluster>, StoreError>;
 
-    /// Creates or updates a node. `new_bearer_hash` replaces the bearer hash; it is required
-    /// when the node does not exist yet. Answers the node and whether it was created.
-    /// `Missing(Cluster)` when the cluster does not exist; creating a node without a bearer hash
-    /// is a programming error, answered as [`StoreError::Corrupt`] with nothing written.
+    /// Creates or updates a node, doing with its bearer hash what `bearer_hash` says, under the
+    /// cluster's lock. Answers the node, whether it was created and whether the given hash was
+    /// stored. `Missing(Cluster)` when the cluster does not exist; creating a node with
+    /// [`NodeBearerHash::Keep`] is a programming error, answered as [`StoreError::Corrupt`] with
+    /// nothing written.
     async fn put_node(
         &self,
         cluster_id: &Id,
         node: &NodeSpec,
-        new_bearer_hash: Option<[u8; 32]>,
-    ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError>;
+        bearer_hash: NodeBearerHash,
+    ) -> Result<PutOutcome<NodeWritten>, StoreError>;
 
     /// One node.
     async fn get_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredNode>, StoreError>;
@@ -435,8 +459,8 @@ impl InventoryStore for SqlStore {
         &self,
         cluster_id: &Id,
         node: &NodeSpec,
-        new_bearer_hash: Option<[u8; 32]>,
-    ) -> Result<PutOutcome<(StoredNode, bool)>, StoreError> {
+        bearer_hash: NodeBearerHash,
+    ) -> Result<PutOutcome<NodeWritten>, StoreError> {
         let record = record_text(node, "node")?;
         let Some(mut transaction) = self.lock_existing_cluster(cluster_id).await? else {
             return Ok(PutOutcome::Missing(MissingKind::Cluster));
@@ -447,9 +471,9 @@ impl InventoryStore for SqlStore {
                 .text(node.id.as_str())
                 .fetch_optional(&mut transaction)
                 .await?;
-        let (bearer_hash, revision, created) = match existing {
+        let (stored_hash, revision, created, bearer_stored) = match existing {
             None => {
-                let Some(bearer_hash) = new_bearer_hash else {
+                let (NodeBearerHash::IfCreated(bearer_hash) | NodeBearerHash::Rotate(bearer_hash)) = bearer_hash else {
                     transaction.rollback().await?;
                     return Err(StoreError::Corrupt("node bearer hash required to create a node".into()));
                 };
@@ -463,11 +487,14 @@ impl InventoryStore for SqlStore {
                 .bytes(&bearer_hash)
                 .execute(&mut transaction)
                 .await?;
-                (bearer_hash, 1, true)
+                (bearer_hash, 1, true, true)
             }
             Some(row) => {
                 let (current_hash, current_revision) = node_credential_from_row(&row)?;
-                let bearer_hash = new_bearer_hash.unwrap_or(current_hash);
+                let (stored_hash, bearer_stored) = match bearer_hash {
+                    NodeBearerHash::Rotate(bearer_hash) => (bearer_hash, true),
+                    NodeBearerHash::Keep | NodeBearerHash::IfCreated(_) => (current_hash, false),
+                };
                 let revision = current_revision + 1;
                 Statement::new(
                     "UPDATE cluster_nodes SET record = $3, bearer_hash = $4, revision = $5 \
@@ -476,16 +503,17 @@ impl InventoryStore for SqlStore {
                 .text(cluster_id.as_str())
                 .text(node.id.as_str())
                 .text(&record)
-                .bytes(&bearer_hash)
+                .bytes(&stored_hash)
                 .integer(counter_to_sql(revision, "node revision")?)
                 .execute(&mut transaction)
                 .await?;
-                (bearer_hash, revision, false)
+                (stored_hash, revision, false, bearer_stored)
             }
         };
         transaction.commit().await?;
-        let stored = StoredNode { cluster_id: cluster_id.clone(), node: node.clone(), bearer_hash, revision };
-        Ok(PutOutcome::Written((stored, created)))
+        let node =
+            StoredNode { cluster_id: cluster_id.clone(), node: node.clone(), bearer_hash: stored_hash, revision };
+        Ok(PutOutcome::Written(NodeWritten { node, created, bearer_stored }))
     }
 
     async fn get_node(&self, cluster_id: &Id, node_id: &NodeId) -> Result<Option<StoredNode>, StoreError> {

@@ -48,7 +48,7 @@ pub use designations::{
     DesignationSnapshot, DesignationStore, DesignationWrite, LockedDesignation, RecordedMutation, SealedSecret,
 };
 pub use dialect::Backend;
-pub use inventory::{InventoryStore, StoredCluster, StoredNode, StoredOrganization};
+pub use inventory::{InventoryStore, NodeBearerHash, NodeWritten, StoredCluster, StoredNode, StoredOrganization};
 pub use key_records::{KeyRecord, KeyRecordStore, KeyRole};
 pub use network::{LeaseWriter, LockedNetwork, NetworkStore, StoredNetworkPlan};
 pub use postgres::POSTGRES_POOL_SIZE;

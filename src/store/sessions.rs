@@ -2,10 +2,12 @@
 //! sessions and assignments").
 //!
 //! Sessions: every open inserts the next generation of the node's session under a lock on the
-//! node row ([`Backend::lock_rows`](super::Backend::lock_rows) inside a write transaction); the
-//! primary key `(cluster, node, generation)` is the second guard. The current session is the
+//! node row ([`Backend::lock_rows`](super::Backend::lock_rows) inside a write transaction), only
+//! while the node's bearer hash is the one the caller checked, so a bearer rotated out refuses;
+//! the primary key `(cluster, node, generation)` is the second guard. The current session is the
 //! highest. A reported state is kept as the text the domain gives (the schema admits the four
-//! states of the spec). Assignments themselves are `assignments`'.
+//! states of the spec); a state reported under an older session never replaces one reported
+//! under a newer session. Assignments themselves are `assignments`'.
 
 use super::codec::counter_to_sql;
 use super::inventory::node_from_row;
@@ -14,6 +16,7 @@ use super::{SqlStore, StoreError};
 use crate::contract::session::{ControllerKind, ControllerReference, RuntimeSessionReference};
 use crate::contract::{Id, NodeId};
 use async_trait::async_trait;
+use subtle::ConstantTimeEq;
 
 /// The latest state reported for one assignment generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,12 +35,15 @@ pub struct ReportedState {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Opens the node's next session: generation = the highest so far + 1 (or 1), with the
-    /// node's runtime namespace, atomically under the node's lock. `None` when the node does not
-    /// exist.
+    /// node's runtime namespace, atomically under the node's lock, while the node's bearer hash
+    /// is still `bearer_hash` (the one the caller checked the presented bearer against; compared
+    /// in constant time). `None`, with nothing written, when the node does not exist or its
+    /// bearer hash is another.
     async fn open_session(
         &self,
         cluster_id: &Id,
         node_id: &NodeId,
+        bearer_hash: &[u8; 32],
         session_id: &Id,
         controller: &ControllerReference,
         opened_at: u64,
@@ -51,7 +57,8 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Option<RuntimeSessionReference>, StoreError>;
 
     /// Records `state` as the latest reported state of the assignment generation, reported
-    /// under `session`.
+    /// under `session`, unless the state recorded for it came under a newer session generation
+    /// (a late report of an older session changes nothing).
     async fn record_assignment_state(
         &self,
         cluster_id: &Id,
@@ -77,6 +84,7 @@ impl SessionStore for SqlStore {
         &self,
         cluster_id: &Id,
         node_id: &NodeId,
+        bearer_hash: &[u8; 32],
         session_id: &Id,
         controller: &ControllerReference,
         opened_at: u64,
@@ -91,7 +99,8 @@ impl SessionStore for SqlStore {
         .text(node_id.as_str())
         .fetch_optional(&mut transaction)
         .await?;
-        let Some(node) = node.map(|row| node_from_row(cluster_id, &row)).transpose()? else {
+        let node = node.map(|row| node_from_row(cluster_id, &row)).transpose()?;
+        let Some(node) = node.filter(|node| bool::from(node.bearer_hash.ct_eq(bearer_hash))) else {
             transaction.rollback().await?;
             return Ok(None);
         };
@@ -152,7 +161,8 @@ impl SessionStore for SqlStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (cluster_id, assignment_id, generation) DO UPDATE SET state = EXCLUDED.state, \
                session_id = EXCLUDED.session_id, session_generation = EXCLUDED.session_generation, \
-               reported_at = EXCLUDED.reported_at",
+               reported_at = EXCLUDED.reported_at \
+             WHERE runtime_assignment_states.session_generation <= EXCLUDED.session_generation",
         )
         .text(cluster_id.as_str())
         .text(assignment_id.as_str())

@@ -6,10 +6,11 @@
 //! ([`LockedAssignments::apply_claims`](super::sessions::LockedAssignments::apply_claims)), under
 //! the cluster's lock, with the same guards as assignments: a new primary key, and a head update
 //! only where the head is the generation the change links. The node's answers are recorded per
-//! generation: the last trusted answer (status, state, the session it came under), the count and
-//! last text of untrusted answers (protocol faults, which never touch the state), and an
-//! operator's decision on an `uncertain` generation. States are kept as the text the domain gives
-//! (the schema admits the spec's spellings).
+//! generation: the last trusted answer (status, state, the session it came under; an answer under
+//! an older session never replaces one under a newer session), the count and last text of
+//! untrusted answers (protocol faults, which never touch the state), and an operator's decision
+//! on an `uncertain` generation. States are kept as the text the domain gives (the schema admits
+//! the spec's spellings).
 //!
 //! **A claim record that does not read back affects only itself.** Heads are read as
 //! [`ClaimHeads`]: a head whose record fails its contract reader is an [`UnreadableHead`],
@@ -129,8 +130,9 @@ pub trait StorageClaimStore: Send + Sync {
         generation: u64,
     ) -> Result<Option<StoredClaim>, StoreError>;
 
-    /// Records `answer` as the node's last trusted answer to the generation; false when the
-    /// generation does not exist.
+    /// Records `answer` as the node's last trusted answer to the generation, unless its answer
+    /// came under a newer session generation than `answer`'s; false when the generation does not
+    /// exist or keeps that newer answer.
     async fn record_claim_answer(
         &self,
         cluster_id: &Id,
@@ -149,7 +151,8 @@ pub trait StorageClaimStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Records an operator's decision on the head generation `generation` of the claim, only
-    /// while it is the head and its last trusted answer says `uncertain` (false otherwise).
+    /// while it is the head, its last trusted answer says `uncertain` and no decision on it is
+    /// recorded (false otherwise: of two decisions on one generation, one is recorded).
     /// `forget_answer` also clears that answer, so the generation is pushed again.
     async fn record_claim_resolution(
         &self,
@@ -408,7 +411,8 @@ impl StorageClaimStore for SqlStore {
         let updated = on_generation(
             "UPDATE runtime_local_storage_claims SET answer_status = $4, node_state = $5, answered_session_id = $6, \
                answered_session_generation = $7, answered_at = $8 \
-             WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3",
+             WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3 \
+               AND (answered_session_generation IS NULL OR answered_session_generation <= $7)",
             cluster_id,
             claim_id,
             generation,
@@ -461,6 +465,7 @@ impl StorageClaimStore for SqlStore {
                answered_session_generation = CASE WHEN $6 THEN NULL ELSE answered_session_generation END, \
                answered_at = CASE WHEN $6 THEN NULL ELSE answered_at END \
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3 AND node_state = 'uncertain' \
+               AND resolution IS NULL \
                AND generation = (SELECT h.generation FROM runtime_local_storage_claim_heads h \
                                  WHERE h.cluster_id = $1 AND h.claim_id = $2)",
             cluster_id,
