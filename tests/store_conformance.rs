@@ -112,6 +112,7 @@ on_both_stores!(run =>
     claims_link_their_heads_and_keep_each_answer,
     a_late_claim_answer_of_an_older_session_changes_nothing,
     of_two_decisions_on_an_uncertain_claim_one_is_recorded,
+    an_uncertain_answer_after_a_forgetting_decision_asks_for_a_decision_again,
     signals_reach_every_store_of_the_database,
     a_key_rotation_is_a_compare_and_swap_that_keeps_the_public_key,
     assignment_generations_are_written_in_batches_under_their_guards,
@@ -1796,6 +1797,25 @@ async fn of_two_decisions_on_an_uncertain_claim_one_is_recorded(context: Context
     assert!(!store.record_claim_resolution(&cluster_id, &claim_id, 1, &late, true).await.unwrap());
     let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
     assert_eq!((stored.resolution.as_ref(), stored.answer), (Some(winner), Some(answer("uncertain", 110))));
+}
+
+/// A decision that forgot the node's answer (an uncertain purge decided `purge`, pushed again)
+/// stands until the node answers again: an `uncertain` answer then holds the claim for an
+/// operator once more, and a new decision can be recorded; any other answer keeps the decision.
+async fn an_uncertain_answer_after_a_forgetting_decision_asks_for_a_decision_again(context: Context) {
+    let store = context.migrated().await;
+    let (cluster_id, claim_id) = one_bound_claim(&store).await;
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("uncertain", 110)).await.unwrap());
+    let purge = ClaimResolution { decision: "purge".to_owned(), at: 120 };
+    assert!(store.record_claim_resolution(&cluster_id, &claim_id, 1, &purge, true).await.unwrap());
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("uncertain", 130)).await.unwrap());
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution, stored.answer), (None, Some(answer("uncertain", 130))));
+    let again = ClaimResolution { decision: "purge".to_owned(), at: 140 };
+    assert!(store.record_claim_resolution(&cluster_id, &claim_id, 1, &again, true).await.unwrap());
+    assert!(store.record_claim_answer(&cluster_id, &claim_id, 1, &answer("purged", 150)).await.unwrap());
+    let stored = store.get_claim(&cluster_id, &claim_id, 1).await.unwrap().unwrap();
+    assert_eq!((stored.resolution, stored.answer), (Some(again), Some(answer("purged", 150))));
 }
 
 // ---------------------------------------------------------------------------------------------

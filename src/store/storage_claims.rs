@@ -132,7 +132,9 @@ pub trait StorageClaimStore: Send + Sync {
 
     /// Records `answer` as the node's last trusted answer to the generation, unless its answer
     /// came under a newer session generation than `answer`'s; false when the generation does not
-    /// exist or keeps that newer answer.
+    /// exist or keeps that newer answer. An `uncertain` answer to a generation whose answer a
+    /// decision forgot (an uncertain purge decided `purge`, pushed again) clears that decision:
+    /// the claim is held for an operator again.
     async fn record_claim_answer(
         &self,
         cluster_id: &Id,
@@ -410,7 +412,9 @@ impl StorageClaimStore for SqlStore {
     ) -> Result<bool, StoreError> {
         let updated = on_generation(
             "UPDATE runtime_local_storage_claims SET answer_status = $4, node_state = $5, answered_session_id = $6, \
-               answered_session_generation = $7, answered_at = $8 \
+               answered_session_generation = $7, answered_at = $8, \
+               resolution = CASE WHEN answer_status IS NULL AND $5 = 'uncertain' THEN NULL ELSE resolution END, \
+               resolved_at = CASE WHEN answer_status IS NULL AND $5 = 'uncertain' THEN NULL ELSE resolved_at END \
              WHERE cluster_id = $1 AND claim_id = $2 AND generation = $3 \
                AND (answered_session_generation IS NULL OR answered_session_generation <= $7)",
             cluster_id,
