@@ -771,3 +771,91 @@ async fn a_text_frame_that_is_not_utf8_closes_the_socket_with_1007() {
     probes_answer(&service).await;
     service.stop().await;
 }
+
+/// The next text frame of `socket`, as JSON, within [`WAIT`].
+async fn next_text(socket: &mut Socket) -> Value {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tungstenite::Message::Text(text))) => break serde_json::from_str(text.as_str()).unwrap(),
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended before an answer: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("an answer in time")
+}
+
+/// How `socket` ends within [`WAIT`]: its close code, or `None` when the connection ended without
+/// one (the server dropped it while the peer was still sending). A text answer fails the test.
+async fn ending(socket: &mut Socket) -> Option<u16> {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tungstenite::Message::Close(frame))) => break frame.map(|frame| u16::from(frame.code)),
+                Some(Ok(tungstenite::Message::Text(text))) => panic!("answered instead of closed: {text}"),
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break None,
+            }
+        }
+    })
+    .await
+    .expect("the socket ends")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_request_is_logged_by_its_bounded_method_label_not_the_name_it_sent() {
+    use futures_util::SinkExt as _;
+    let logs = support::ingress::captured_logs();
+    let service = TestService::start(Backend::Sqlite).await;
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    let method = "zq".repeat(50 * 1024);
+    let id = "huge-method-name";
+    let envelope = json!({ "method": method, "request": {}, "correlation": { "id": id, "phase": "request" } });
+    socket.send(tungstenite::Message::text(envelope.to_string())).await.unwrap();
+    let answer = next_text(&mut socket).await;
+    assert_eq!(answer["error"]["data"]["code"], json!("unknown-method"), "{answer}");
+    let log = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    assert!(log.lines().all(|line| !line.contains(&method[..1024])), "the sent method name is in the log");
+    let lines: Vec<&str> = log.lines().filter(|line| line.contains(id)).collect();
+    assert!(lines.iter().all(|line| line.len() < 4 * 1024), "a log line of the request is over 4 KiB");
+    let logged = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["fields"]["message"] == "socket request")
+        .unwrap_or_else(|| panic!("the socket request is not logged: {lines:?}"));
+    assert_eq!(logged["fields"]["method"], json!("unknown"), "{logged}");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn before_a_session_a_socket_message_over_the_body_limit_closes_the_socket() {
+    use futures_util::SinkExt as _;
+    let limits = Limits { body_bytes: 64 * 1024, ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    let padded = |bytes: usize| {
+        let request = json!({ "identity": service.admin(), "padding": "x".repeat(bytes) });
+        tungstenite::Message::text(json!({ "method": "listClusters", "request": request }).to_string())
+    };
+    // Within the body limit: answered (the extra member is refused).
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    socket.send(padded(32 * 1024)).await.unwrap();
+    assert_eq!(next_text(&mut socket).await["error"]["data"]["code"], json!("request-invalid"));
+    // Over it, far below the frame limit: closed with 1009 (or dropped while still sending).
+    let _ = socket.send(padded(1024 * 1024)).await;
+    let code = ending(&mut socket).await;
+    assert!(matches!(code, Some(1009) | None), "closed with {code:?}");
+    // A node that opened its session sends up to the frame limit.
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+    let request = json!({ "session": session, "padding": "x".repeat(256 * 1024) });
+    let error = node.call(name::GET_RUNTIME_ASSIGNMENTS, request).await.unwrap_err();
+    assert_eq!(error.code(), "request-invalid");
+    assert!(node.closed(Duration::from_millis(100)).await.is_none());
+    probes_answer(&service).await;
+    drop(node);
+    service.stop().await;
+}

@@ -21,7 +21,8 @@
 //!   place in that queue.
 //! - **Sockets**: at most [`Limits::max_sockets`] are open; over it the upgrade is answered 503.
 //!   A socket that has not opened a node session within [`Limits::socket_session_deadline`] is
-//!   closed with code 1008 (policy violation).
+//!   closed with code 1008 (policy violation). Until its session opens, a socket's messages are at
+//!   most [`Limits::body_bytes`] (`api::socket`).
 //!
 //! Health, readiness and metrics take no permit; they share only the connection bound.
 
