@@ -859,3 +859,34 @@ async fn before_a_session_a_socket_message_over_the_body_limit_closes_the_socket
     drop(node);
     service.stop().await;
 }
+
+/// The heartbeat row's count of readiness checks.
+async fn readiness_checks(service: &TestService) -> i64 {
+    let mut connection = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    let checks = sqlx::query_scalar("SELECT checks FROM store_heartbeat WHERE id = 1").fetch_one(&mut connection).await;
+    connection.close().await.ok();
+    checks.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_readiness_probes_check_the_store_about_once_a_second() {
+    let limits = Limits { max_connections_per_peer: 256, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    let before = readiness_checks(&service).await;
+    let started = tokio::time::Instant::now();
+    let probes = (0..200).map(|_| async {
+        let request = b"GET /readyz HTTP/1.1\r\nHost: cloudly\r\nConnection: close\r\n\r\n";
+        let mut stream = connect_and_send(&service, request).await;
+        read_response(&mut stream, WAIT).await.expect("readiness answers")
+    });
+    for (status, body) in futures_util::future::join_all(probes).await {
+        assert_eq!((status, body), (200, json!({ "ready": true })));
+    }
+    let elapsed = started.elapsed();
+    let checks = readiness_checks(&service).await - before;
+    // One check per second that the probes ran, and one more for a check that began just before a
+    // second ended.
+    let bound = elapsed.as_secs() as i64 + 2;
+    assert!((1..=bound).contains(&checks), "{checks} checks for 200 probes in {elapsed:?}");
+    service.stop().await;
+}

@@ -24,7 +24,9 @@
 //!   closed with code 1008 (policy violation). Until its session opens, a socket's messages are at
 //!   most [`Limits::body_bytes`] (`api::socket`).
 //!
-//! Health, readiness and metrics take no permit; they share only the connection bound.
+//! Health, readiness and metrics take no permit; they share only the connection bound. Readiness
+//! checks the store once at a time and answers with a ready outcome for up to
+//! [`READINESS_REUSE`](super::READINESS_REUSE), so probes take at most one pool connection.
 
 use super::envelope::RequestEnvelope;
 use super::error::ApiError;

@@ -346,6 +346,9 @@ fn receive_text(
             }
         };
         let code = outcome.as_ref().map_or_else(|error| error.code().to_owned(), |_| "ok".to_owned());
+        if code == "store-unavailable" {
+            context.state.readiness.forget();
+        }
         metrics::counter!("cloudly_socket_requests_total", "method" => label, "outcome" => code.clone()).increment(1);
         tracing::info!(method = label, outcome = %code, "socket request");
         let _ = frames.send(text_frame(&answer_envelope(&envelope.method, envelope.correlation, outcome)));
