@@ -557,9 +557,7 @@ async fn socket_requests_take_permits_of_the_request_pool() {
     let service = TestService::start_with(Backend::Postgres, limits).await;
     service.seed_cluster("c1", "ingress").await;
     // The cluster row's lock, held from another connection, keeps a designation waiting.
-    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let mut lock = lock_cluster(&service).await;
     let blocked_agent = NodeAgent::connect(&service).await;
     let mut designation = designation_request("c1", "ingress", "m1", 1, Value::Null);
     designation["identity"] = service.admin();
@@ -613,9 +611,7 @@ async fn hold_the_permit(
     mutation: &str,
     expected: Value,
 ) -> (sqlx::PgConnection, tokio::task::JoinHandle<Value>) {
-    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let lock = lock_cluster(service).await;
     let holder = NodeAgent::connect(service).await;
     let mut designation = designation_request("c1", "ingress", mutation, 1, expected);
     designation["identity"] = service.admin();
@@ -670,6 +666,14 @@ async fn a_node_sessions_socket_requests_wait_briefly_for_a_permit() {
     held.await.unwrap();
     drop(node);
     service.stop().await;
+}
+
+/// A connection holding the row lock of cluster `c1` (until `ROLLBACK`), so its designations wait.
+async fn lock_cluster(service: &TestService) -> sqlx::PgConnection {
+    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    lock
 }
 
 /// A raw WebSocket to the service.
@@ -888,5 +892,40 @@ async fn concurrent_readiness_probes_check_the_store_about_once_a_second() {
     // second ended.
     let bound = elapsed.as_secs() as i64 + 2;
     assert!((1..=bound).contains(&checks), "{checks} checks for 200 probes in {elapsed:?}");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_without_a_session_holds_few_permits_however_many_requests_it_sends() {
+    use futures_util::SinkExt as _;
+    let limits = Limits { concurrent_requests: 4, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    // The cluster row's lock, held from another connection, keeps every designation waiting.
+    let mut lock = lock_cluster(&service).await;
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    for sent in 0..8 {
+        let mut request = designation_request("c1", "ingress", &format!("m{sent}"), 1, Value::Null);
+        request["identity"] = service.admin();
+        let envelope = json!({ "method": "designateClusterIngress", "request": request,
+            "correlation": { "id": format!("slow-{sent}"), "phase": "request" } });
+        socket.send(tungstenite::Message::text(envelope.to_string())).await.unwrap();
+    }
+    // All but the few in flight are answered `overloaded` at once …
+    for _ in 0..8 - cloudly::api::limits::SESSIONLESS_REQUESTS_IN_FLIGHT {
+        let answer = next_text(&mut socket).await;
+        assert_eq!(answer["error"]["data"]["code"], json!("overloaded"), "{answer}");
+    }
+    // … and the permits they left are the administrators'.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        assert_eq!(admin_list_status(&service).await, 200, "an administrator was shed behind a sessionless socket");
+    }
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    for _ in 0..cloudly::api::limits::SESSIONLESS_REQUESTS_IN_FLIGHT {
+        let answer = next_text(&mut socket).await;
+        assert!(answer["correlation"]["id"].as_str().is_some_and(|id| id.starts_with("slow-")), "{answer}");
+    }
+    drop(socket);
     service.stop().await;
 }

@@ -18,7 +18,8 @@
 //!   [`SESSION_REQUEST_WAIT`] (at most [`SESSION_REQUESTS_WAITING`] per socket), and any other is
 //!   answered at once with the envelope error `overloaded` and `retryAfterMs`
 //!   (`registerClusterIngress`: its `not-ready` refusal), so no unauthenticated client holds a
-//!   place in that queue.
+//!   place in that queue. A socket without a session has at most
+//!   [`SESSIONLESS_REQUESTS_IN_FLIGHT`] requests in flight; more are answered `overloaded` at once.
 //! - **Sockets**: at most [`Limits::max_sockets`] are open; over it the upgrade is answered 503.
 //!   A socket that has not opened a node session within [`Limits::socket_session_deadline`] is
 //!   closed with code 1008 (policy violation). Until its session opens, a socket's messages are at
@@ -269,6 +270,10 @@ pub const SESSION_REQUEST_WAIT: std::time::Duration = std::time::Duration::from_
 /// How many requests of one socket wait for a permit at once; more are shed at once. A socket
 /// without a node session never waits.
 pub const SESSION_REQUESTS_WAITING: usize = 4;
+
+/// How many requests a socket without a node session has in flight at once; more are answered
+/// `overloaded` at once, so such a socket holds at most this many permits of the request pool.
+pub const SESSIONLESS_REQUESTS_IN_FLIGHT: usize = 2;
 
 /// What a socket request gets from the request pool.
 pub(crate) enum SocketAdmission {

@@ -59,6 +59,25 @@ pub struct NodeSocket {
     read_limit: Option<ReadLimit>,
     /// Requests of this socket waiting for a permit now (`limits::SESSION_REQUESTS_WAITING`).
     waiting: std::sync::atomic::AtomicUsize,
+    /// Requests of this socket admitted and not yet answered
+    /// (`limits::SESSIONLESS_REQUESTS_IN_FLIGHT`).
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// One admitted request of a socket, counted in its `in_flight` until dropped.
+struct InFlight(Arc<NodeSocket>);
+
+impl InFlight {
+    fn enter(context: &Arc<NodeSocket>) -> Self {
+        context.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(context.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl NodeSocket {
@@ -142,6 +161,7 @@ async fn serve_socket(mut socket: WebSocket, state: AppState, read_limit: Option
         session: Mutex::new(None),
         read_limit,
         waiting: std::sync::atomic::AtomicUsize::new(0),
+        in_flight: std::sync::atomic::AtomicUsize::new(0),
     });
     let mut pending: HashMap<String, Pending> = HashMap::new();
     let liveness = state.controller.links.liveness();
@@ -289,6 +309,12 @@ fn receive_text(
         }
         Err(envelope::Malformed) => return Some(malformed_frame()),
     };
+    // A socket without a session has at most a few requests in flight; more are shed at once.
+    if context.session().is_none()
+        && context.in_flight.load(Ordering::SeqCst) >= super::limits::SESSIONLESS_REQUESTS_IN_FLIGHT
+    {
+        return Some(super::limits::shed_socket_request(&context.state, &envelope));
+    }
     // A node session's request may wait a little for a permit (a fan-out makes every node fetch
     // at once); a socket without a session, or with enough requests waiting, is shed at once.
     let may_wait =
@@ -301,6 +327,7 @@ fn receive_text(
         }
         SocketAdmission::Shed(shed) => return Some(shed),
     };
+    let in_flight = InFlight::enter(context);
     let context = context.clone();
     let frames = frames.clone();
     // The socket's node once it opened a session: every request on it is that node's.
@@ -309,6 +336,7 @@ fn receive_text(
     let label = methods::find(&envelope.method).map_or("unknown", |method| method.name);
     let span = super::request_span("socket", &super::request_id(&envelope.correlation), principal.as_deref(), label);
     let answer = async move {
+        let _in_flight = in_flight;
         let _permit = match permit {
             Ok(permit) => permit,
             Err(pool) => {
