@@ -681,7 +681,13 @@ type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStre
 
 /// Connects a raw WebSocket to the service: the socket, or the HTTP status that refused it.
 async fn upgrade(service: &TestService) -> Result<Socket, (u16, Value)> {
-    match tokio_tungstenite::connect_async(format!("ws://{}/typedsocket", address(service))).await {
+    upgrade_from(service, IpAddr::from([127, 0, 0, 1])).await
+}
+
+/// [`upgrade`] from the address `source`.
+async fn upgrade_from(service: &TestService, source: IpAddr) -> Result<Socket, (u16, Value)> {
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(connect_from(service, source).await.expect("connect"));
+    match tokio_tungstenite::client_async(format!("ws://{}/typedsocket", address(service)), stream).await {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::Error::Http(response)) => {
             let status = response.status().as_u16();
@@ -714,8 +720,12 @@ async fn close_frame(socket: &mut Socket, wait: Duration) -> tungstenite::protoc
 async fn sockets_over_the_bound_are_refused_with_503() {
     let limits = Limits { max_sockets: 2, socket_session_deadline: Duration::from_secs(60), ..Limits::default() };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
-    let mut first = upgrade(&service).await.expect("the first socket opens");
-    let _second = upgrade(&service).await.expect("the second socket opens");
+    service.seed_cluster("c1", "ingress").await;
+    // A node's socket with its session, and one socket without a session (half the bound).
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    let node = NodeAgent::connect(&service).await;
+    node.open("c1", "node-1", &bearer).await;
+    let mut first = upgrade_from(&service, IpAddr::from([127, 0, 0, 2])).await.expect("the second socket opens");
     let (status, body) = upgrade(&service).await.expect_err("a third socket is refused");
     assert_eq!(status, 503);
     assert_eq!(body["error"]["data"]["code"], json!("overloaded"), "{body}");
@@ -927,5 +937,30 @@ async fn a_socket_without_a_session_holds_few_permits_however_many_requests_it_s
         assert!(answer["correlation"]["id"].as_str().is_some_and(|id| id.starts_with("slow-")), "{answer}");
     }
     drop(socket);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sockets_without_a_session_leave_room_for_a_node_to_open_its_session() {
+    let limits = Limits { max_sockets: 4, socket_session_deadline: Duration::from_secs(60), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    // One address asks for every socket place without opening a session.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        match upgrade_from(&service, IpAddr::from([127, 0, 0, 2])).await {
+            Ok(socket) => held.push(socket),
+            Err((status, body)) => assert_eq!((status, &body["error"]["data"]["code"]), (503, &json!("overloaded"))),
+        }
+    }
+    assert!(held.len() < 4, "one address holds every socket place");
+    // A node upgrades and opens its session.
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+    node.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .expect("the session answers");
+    drop((held, node));
     service.stop().await;
 }

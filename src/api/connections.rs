@@ -99,6 +99,11 @@ impl Connection {
         }
     }
 
+    /// The peer address of the connection.
+    pub(crate) fn peer(&self) -> IpAddr {
+        self.peer
+    }
+
     fn take_place(&self) -> Option<OwnedSemaphorePermit> {
         self.place.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }

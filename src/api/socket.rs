@@ -18,10 +18,10 @@
 //! newer open, and every socket when the server stops, is closed with a close frame; so is a socket
 //! that sends a text frame that is not UTF-8 (1007).
 
-use super::connections::{OverReadLimit, ReadLimit};
+use super::connections::{ConnectionMark, OverReadLimit, ReadLimit};
 use super::envelope::{self, Frame};
 use super::error::ApiError;
-use super::limits::SocketAdmission;
+use super::limits::{SessionlessPlace, SocketAdmission};
 use super::methods::{self, Transport};
 use super::{AppState, answer_envelope};
 use crate::contract::session::RuntimeSessionReference;
@@ -57,6 +57,8 @@ pub struct NodeSocket {
     session: Mutex<Option<RuntimeSessionReference>>,
     /// The connection's read bound, lifted once a session opened (none when served in-process).
     read_limit: Option<ReadLimit>,
+    /// Its place among the sockets without a session, given back once a session opened.
+    sessionless: Mutex<Option<SessionlessPlace>>,
     /// Requests of this socket waiting for a permit now (`limits::SESSION_REQUESTS_WAITING`).
     waiting: std::sync::atomic::AtomicUsize,
     /// Requests of this socket admitted and not yet answered
@@ -97,6 +99,7 @@ impl NodeSocket {
         if let Some(read_limit) = &self.read_limit {
             read_limit.lift();
         }
+        drop(self.sessionless.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
     }
 }
 
@@ -104,16 +107,19 @@ impl NodeSocket {
 pub(crate) async fn typed_socket(
     State(state): State<AppState>,
     read_limit: Option<Extension<ReadLimit>>,
+    connection: Option<Extension<ConnectionMark>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let Some(slot) = super::limits::take_socket_slot(&state) else {
+    // Served in-process (tests), a request has no connection: its peer is the unspecified address.
+    let peer = connection.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |Extension(mark)| mark.0.peer());
+    let Some((slot, sessionless)) = super::limits::take_socket_slot(&state, peer) else {
         return super::limits::overloaded_response();
     };
     let read_limit = read_limit.map(|Extension(read_limit)| read_limit);
     upgrade
         .max_frame_size(MAX_FRAME_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| slot.hold_while(serve_socket(socket, state, read_limit)))
+        .on_upgrade(move |socket| slot.hold_while(serve_socket(socket, state, read_limit, sessionless)))
 }
 
 fn text_frame(value: &impl std::fmt::Display) -> Message {
@@ -147,7 +153,12 @@ fn message_too_big() -> Message {
 
 /// Serves one socket until it closes, its session is superseded, it falls silent, or the
 /// server stops.
-async fn serve_socket(mut socket: WebSocket, state: AppState, read_limit: Option<ReadLimit>) {
+async fn serve_socket(
+    mut socket: WebSocket,
+    state: AppState,
+    read_limit: Option<ReadLimit>,
+    sessionless: SessionlessPlace,
+) {
     if let Some(read_limit) = &read_limit {
         read_limit.bound(state.limits.body_bytes.saturating_add(PRE_SESSION_READ_SLACK));
     }
@@ -160,6 +171,7 @@ async fn serve_socket(mut socket: WebSocket, state: AppState, read_limit: Option
         commands: commands_tx,
         session: Mutex::new(None),
         read_limit,
+        sessionless: Mutex::new(Some(sessionless)),
         waiting: std::sync::atomic::AtomicUsize::new(0),
         in_flight: std::sync::atomic::AtomicUsize::new(0),
     });
