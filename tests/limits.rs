@@ -583,9 +583,7 @@ async fn socket_requests_take_permits_of_the_request_pool() {
     let service = TestService::start_with(Backend::Postgres, limits).await;
     service.seed_cluster("c1", "ingress").await;
     // The cluster row's lock, held from another connection, keeps a designation waiting.
-    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let mut lock = lock_cluster(&service).await;
     let blocked_agent = NodeAgent::connect(&service).await;
     let mut designation = designation_request("c1", "ingress", "m1", 1, Value::Null);
     designation["identity"] = service.admin();
@@ -639,9 +637,7 @@ async fn hold_the_permit(
     mutation: &str,
     expected: Value,
 ) -> (sqlx::PgConnection, tokio::task::JoinHandle<Value>) {
-    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
-    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
-    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    let lock = lock_cluster(service).await;
     let holder = NodeAgent::connect(service).await;
     let mut designation = designation_request("c1", "ingress", mutation, 1, expected);
     designation["identity"] = service.admin();
@@ -698,12 +694,26 @@ async fn a_node_sessions_socket_requests_wait_briefly_for_a_permit() {
     service.stop().await;
 }
 
+/// A connection holding the row lock of cluster `c1` (until `ROLLBACK`), so its designations wait.
+async fn lock_cluster(service: &TestService) -> sqlx::PgConnection {
+    let mut lock = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut lock).await.unwrap();
+    sqlx::query("SELECT id FROM clusters WHERE id = 'c1' FOR UPDATE").execute(&mut lock).await.unwrap();
+    lock
+}
+
 /// A raw WebSocket to the service.
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
 
 /// Connects a raw WebSocket to the service: the socket, or the HTTP status that refused it.
 async fn upgrade(service: &TestService) -> Result<Socket, (u16, Value)> {
-    match tokio_tungstenite::connect_async(format!("ws://{}/typedsocket", address(service))).await {
+    upgrade_from(service, IpAddr::from([127, 0, 0, 1])).await
+}
+
+/// [`upgrade`] from the address `source`.
+async fn upgrade_from(service: &TestService, source: IpAddr) -> Result<Socket, (u16, Value)> {
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(connect_from(service, source).await.expect("connect"));
+    match tokio_tungstenite::client_async(format!("ws://{}/typedsocket", address(service)), stream).await {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::Error::Http(response)) => {
             let status = response.status().as_u16();
@@ -736,8 +746,12 @@ async fn close_frame(socket: &mut Socket, wait: Duration) -> tungstenite::protoc
 async fn sockets_over_the_bound_are_refused_with_503() {
     let limits = Limits { max_sockets: 2, socket_session_deadline: Duration::from_secs(60), ..Limits::default() };
     let service = TestService::start_with(Backend::Sqlite, limits).await;
-    let mut first = upgrade(&service).await.expect("the first socket opens");
-    let _second = upgrade(&service).await.expect("the second socket opens");
+    service.seed_cluster("c1", "ingress").await;
+    // A node's socket with its session, and one socket without a session (half the bound).
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    let node = NodeAgent::connect(&service).await;
+    node.open("c1", "node-1", &bearer).await;
+    let mut first = upgrade_from(&service, IpAddr::from([127, 0, 0, 2])).await.expect("the second socket opens");
     let (status, body) = upgrade(&service).await.expect_err("a third socket is refused");
     assert_eq!(status, 503);
     assert_eq!(body["error"]["data"]["code"], json!("overloaded"), "{body}");
@@ -795,5 +809,184 @@ async fn a_text_frame_that_is_not_utf8_closes_the_socket_with_1007() {
     assert_eq!(u16::from(close.code), 1007, "invalid frame payload data");
     // The server goes on serving.
     probes_answer(&service).await;
+    service.stop().await;
+}
+
+/// The next text frame of `socket`, as JSON, within [`WAIT`].
+async fn next_text(socket: &mut Socket) -> Value {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tungstenite::Message::Text(text))) => break serde_json::from_str(text.as_str()).unwrap(),
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended before an answer: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("an answer in time")
+}
+
+/// How `socket` ends within [`WAIT`]: its close code, or `None` when the connection ended without
+/// one (the server dropped it while the peer was still sending). A text answer fails the test.
+async fn ending(socket: &mut Socket) -> Option<u16> {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tungstenite::Message::Close(frame))) => break frame.map(|frame| u16::from(frame.code)),
+                Some(Ok(tungstenite::Message::Text(text))) => panic!("answered instead of closed: {text}"),
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break None,
+            }
+        }
+    })
+    .await
+    .expect("the socket ends")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_request_is_logged_by_its_bounded_method_label_not_the_name_it_sent() {
+    use futures_util::SinkExt as _;
+    let logs = support::ingress::captured_logs();
+    let service = TestService::start(Backend::Sqlite).await;
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    let method = "zq".repeat(50 * 1024);
+    let id = "huge-method-name";
+    let envelope = json!({ "method": method, "request": {}, "correlation": { "id": id, "phase": "request" } });
+    socket.send(tungstenite::Message::text(envelope.to_string())).await.unwrap();
+    let answer = next_text(&mut socket).await;
+    assert_eq!(answer["error"]["data"]["code"], json!("unknown-method"), "{answer}");
+    let log = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    assert!(log.lines().all(|line| !line.contains(&method[..1024])), "the sent method name is in the log");
+    let lines: Vec<&str> = log.lines().filter(|line| line.contains(id)).collect();
+    assert!(lines.iter().all(|line| line.len() < 4 * 1024), "a log line of the request is over 4 KiB");
+    let logged = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["fields"]["message"] == "socket request")
+        .unwrap_or_else(|| panic!("the socket request is not logged: {lines:?}"));
+    assert_eq!(logged["fields"]["method"], json!("unknown"), "{logged}");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn before_a_session_a_socket_message_over_the_body_limit_closes_the_socket() {
+    use futures_util::SinkExt as _;
+    let limits = Limits { body_bytes: 64 * 1024, ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    let padded = |bytes: usize| {
+        let request = json!({ "identity": service.admin(), "padding": "x".repeat(bytes) });
+        tungstenite::Message::text(json!({ "method": "listClusters", "request": request }).to_string())
+    };
+    // Within the body limit: answered (the extra member is refused).
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    socket.send(padded(32 * 1024)).await.unwrap();
+    assert_eq!(next_text(&mut socket).await["error"]["data"]["code"], json!("request-invalid"));
+    // Over it, far below the frame limit: closed with 1009 (or dropped while still sending).
+    let _ = socket.send(padded(1024 * 1024)).await;
+    let code = ending(&mut socket).await;
+    assert!(matches!(code, Some(1009) | None), "closed with {code:?}");
+    // A node that opened its session sends up to the frame limit.
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+    let request = json!({ "session": session, "padding": "x".repeat(256 * 1024) });
+    let error = node.call(name::GET_RUNTIME_ASSIGNMENTS, request).await.unwrap_err();
+    assert_eq!(error.code(), "request-invalid");
+    assert!(node.closed(Duration::from_millis(100)).await.is_none());
+    probes_answer(&service).await;
+    drop(node);
+    service.stop().await;
+}
+
+/// The heartbeat row's count of readiness checks.
+async fn readiness_checks(service: &TestService) -> i64 {
+    let mut connection = sqlx::PgConnection::connect(&service.database.url).await.unwrap();
+    let checks = sqlx::query_scalar("SELECT checks FROM store_heartbeat WHERE id = 1").fetch_one(&mut connection).await;
+    connection.close().await.ok();
+    checks.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_readiness_probes_check_the_store_about_once_a_second() {
+    let limits = Limits { max_connections_per_peer: 256, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    let before = readiness_checks(&service).await;
+    let started = tokio::time::Instant::now();
+    let probes = (0..200).map(|_| async {
+        let request = b"GET /readyz HTTP/1.1\r\nHost: cloudly\r\nConnection: close\r\n\r\n";
+        let mut stream = connect_and_send(&service, request).await;
+        read_response(&mut stream, WAIT).await.expect("readiness answers")
+    });
+    for (status, body) in futures_util::future::join_all(probes).await {
+        assert_eq!((status, body), (200, json!({ "ready": true })));
+    }
+    let elapsed = started.elapsed();
+    let checks = readiness_checks(&service).await - before;
+    // One check per second that the probes ran, and one more for a check that began just before a
+    // second ended.
+    let bound = elapsed.as_secs() as i64 + 2;
+    assert!((1..=bound).contains(&checks), "{checks} checks for 200 probes in {elapsed:?}");
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_without_a_session_holds_few_permits_however_many_requests_it_sends() {
+    use futures_util::SinkExt as _;
+    let limits = Limits { concurrent_requests: 4, ..Limits::default() };
+    let service = TestService::start_with(Backend::Postgres, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    // The cluster row's lock, held from another connection, keeps every designation waiting.
+    let mut lock = lock_cluster(&service).await;
+    let mut socket = upgrade(&service).await.expect("the socket opens");
+    for sent in 0..8 {
+        let mut request = designation_request("c1", "ingress", &format!("m{sent}"), 1, Value::Null);
+        request["identity"] = service.admin();
+        let envelope = json!({ "method": "designateClusterIngress", "request": request,
+            "correlation": { "id": format!("slow-{sent}"), "phase": "request" } });
+        socket.send(tungstenite::Message::text(envelope.to_string())).await.unwrap();
+    }
+    // All but the few in flight are answered `overloaded` at once …
+    for _ in 0..8 - cloudly::api::limits::SESSIONLESS_REQUESTS_IN_FLIGHT {
+        let answer = next_text(&mut socket).await;
+        assert_eq!(answer["error"]["data"]["code"], json!("overloaded"), "{answer}");
+    }
+    // … and the permits they left are the administrators'.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        assert_eq!(admin_list_status(&service).await, 200, "an administrator was shed behind a sessionless socket");
+    }
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    for _ in 0..cloudly::api::limits::SESSIONLESS_REQUESTS_IN_FLIGHT {
+        let answer = next_text(&mut socket).await;
+        assert!(answer["correlation"]["id"].as_str().is_some_and(|id| id.starts_with("slow-")), "{answer}");
+    }
+    drop(socket);
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sockets_without_a_session_leave_room_for_a_node_to_open_its_session() {
+    let limits = Limits { max_sockets: 4, socket_session_deadline: Duration::from_secs(60), ..Limits::default() };
+    let service = TestService::start_with(Backend::Sqlite, limits).await;
+    service.seed_cluster("c1", "ingress").await;
+    let bearer = node_bearer(&service, "c1", "node-1").await;
+    // One address asks for every socket place without opening a session.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        match upgrade_from(&service, IpAddr::from([127, 0, 0, 2])).await {
+            Ok(socket) => held.push(socket),
+            Err((status, body)) => assert_eq!((status, &body["error"]["data"]["code"]), (503, &json!("overloaded"))),
+        }
+    }
+    assert!(held.len() < 4, "one address holds every socket place");
+    // A node upgrades and opens its session.
+    let node = NodeAgent::connect(&service).await;
+    let session = node.open("c1", "node-1", &bearer).await;
+    node.call(name::GET_RUNTIME_ASSIGNMENTS, wire::GetRuntimeAssignments { session: &session })
+        .await
+        .expect("the session answers");
+    drop((held, node));
     service.stop().await;
 }

@@ -2,7 +2,8 @@
 //! 503 while the data directory takes no writes; a graceful stop leaves everything in
 //! `cloudly.db` (the WAL checkpointed and truncated), so a copy of that one file is a backup; the
 //! database and its `-wal` and `-shm` files are created mode 0600. On PostgreSQL, a store that
-//! does not answer is `/readyz` 503 within `READINESS_TIMEOUT`, not after the pool's timeouts.
+//! does not answer is `/readyz` 503 once the last ready outcome is older than `READINESS_REUSE`,
+//! each call within `READINESS_TIMEOUT`, not after the pool's timeouts.
 //!
 //! How the data directory is made read-only: the tests run as root, which writes through file
 //! modes (`chmod` changes nothing for it), and a read-only bind mount is not available. The
@@ -13,7 +14,7 @@
 
 mod support;
 
-use cloudly::api::READINESS_TIMEOUT;
+use cloudly::api::{READINESS_REUSE, READINESS_TIMEOUT};
 use cloudly::client::CallError;
 use cloudly::contract::Id;
 use cloudly::store::{InventoryStore as _, SqlStore};
@@ -191,8 +192,9 @@ async fn a_database_file_removed_or_replaced_under_the_controller_is_refused_not
 
 /// A PostgreSQL store that does not answer — here the heartbeat row locked by another connection,
 /// as every statement waits when the database host vanished without a word (a container stopped:
-/// its address answers nothing) — is `/readyz` 503 `store-unavailable` within
-/// [`READINESS_TIMEOUT`], inside a probe's timeout, and ready again once it answers.
+/// its address answers nothing) — is `/readyz` 503 `store-unavailable` once the last ready outcome
+/// is older than [`READINESS_REUSE`], each call within [`READINESS_TIMEOUT`], inside a probe's
+/// timeout, and ready again once it answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_answers_within_its_bound_while_postgresql_does_not_answer() {
     use sqlx::Connection as _;
@@ -203,6 +205,8 @@ async fn readyz_answers_within_its_bound_while_postgresql_does_not_answer() {
 
     let mut holder = sqlx::PgConnection::connect(&database.url).await.unwrap();
     sqlx::raw_sql("BEGIN; LOCK TABLE store_heartbeat IN ACCESS EXCLUSIVE MODE").execute(&mut holder).await.unwrap();
+    // The ready outcome above answers for up to `READINESS_REUSE`; every call after it checks.
+    tokio::time::sleep(READINESS_REUSE).await;
     for _ in 0..2 {
         let asked = Instant::now();
         let answer = get(&serving, "/readyz").await;

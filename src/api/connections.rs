@@ -18,6 +18,8 @@
 //!   [`Connection::trusted`]); when every open connection is one of those, new ones wait in the
 //!   listen queue until one closes.
 //! - A WebSocket leaves the count when it upgrades ([`Limits::max_sockets`] bounds sockets).
+//!   Every connection reads through its [`ReadLimit`], which the socket bounds until its node
+//!   session opens (`api::socket`).
 //!
 //! So a client that opens connections and proves no principal holds at most its peer's cap, and
 //! at the global cap its connections are the ones that make room: an administrator's fresh
@@ -36,9 +38,12 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt as _;
@@ -122,6 +127,11 @@ impl Connection {
         self.place.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
+    /// The peer address of the connection.
+    pub(crate) fn peer(&self) -> IpAddr {
+        self.peer
+    }
+
     fn take_place(&self) -> Option<OwnedSemaphorePermit> {
         self.place.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
@@ -131,6 +141,104 @@ impl Connection {
 /// body ([`Connection::delivered`]) or proved a principal ([`Connection::trusted`]) can say so.
 #[derive(Clone)]
 pub(crate) struct ConnectionMark(pub(crate) Arc<Connection>);
+
+/// How many bytes a connection may read before its reader takes a whole message (a request
+/// extension, so the socket a connection upgrades to can set it): unbounded until
+/// [`ReadLimit::bound`]. A read past the bound fails with [`OverReadLimit`], so a peer cannot make
+/// the server buffer more than the bound (and one read) of a message it has not finished.
+#[derive(Clone)]
+pub(crate) struct ReadLimit(Arc<ReadCounts>);
+
+struct ReadCounts {
+    /// The bound; `usize::MAX` for none.
+    bound: AtomicUsize,
+    /// Bytes read since the bound was set or the reader last took a message.
+    read: AtomicUsize,
+}
+
+impl ReadLimit {
+    fn new() -> Self {
+        ReadLimit(Arc::new(ReadCounts { bound: AtomicUsize::new(usize::MAX), read: AtomicUsize::new(0) }))
+    }
+
+    /// From now on at most `bytes` (and one read) are read before the reader takes a message.
+    pub(crate) fn bound(&self, bytes: usize) {
+        self.0.read.store(0, Ordering::SeqCst);
+        self.0.bound.store(bytes, Ordering::SeqCst);
+    }
+
+    /// From now on reads are unbounded.
+    pub(crate) fn lift(&self) {
+        self.0.bound.store(usize::MAX, Ordering::SeqCst);
+    }
+
+    /// The reader took a whole message: the count starts again.
+    pub(crate) fn took_message(&self) {
+        self.0.read.store(0, Ordering::SeqCst);
+    }
+}
+
+/// The error of a read past a [`ReadLimit`]'s bound.
+#[derive(Debug)]
+pub(crate) struct OverReadLimit;
+
+impl std::fmt::Display for OverReadLimit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a message over the connection's read bound")
+    }
+}
+
+impl std::error::Error for OverReadLimit {}
+
+/// A TCP stream read within a [`ReadLimit`].
+struct LimitedStream {
+    stream: TcpStream,
+    limit: ReadLimit,
+}
+
+impl AsyncRead for LimitedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let counts = &this.limit.0;
+        if counts.read.load(Ordering::SeqCst) >= counts.bound.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(std::io::Error::other(OverReadLimit)));
+        }
+        let before = buffer.filled().len();
+        let polled = Pin::new(&mut this.stream).poll_read(context, buffer);
+        counts.read.fetch_add(buffer.filled().len() - before, Ordering::SeqCst);
+        polled
+    }
+}
+
+impl AsyncWrite for LimitedStream {
+    fn poll_write(self: Pin<&mut Self>, context: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(context, bytes)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(context)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(context)
+    }
+}
 
 /// The open connections by peer address: how many each holds, and which may be shed.
 #[derive(Default)]
@@ -411,6 +519,8 @@ async fn serve_connection(
     stop: watch::Receiver<bool>,
 ) {
     let marked = connection.clone();
+    let limit = ReadLimit::new();
+    let stream = LimitedStream { stream, limit: limit.clone() };
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         // A request without a body is whole with its head.
         if request.body().is_end_stream() {
@@ -419,6 +529,7 @@ async fn serve_connection(
             marked.head_arrived();
         }
         request.extensions_mut().insert(ConnectionMark(marked.clone()));
+        request.extensions_mut().insert(limit.clone());
         let (answer, marked) = (app.clone().oneshot(request), marked.clone());
         async move {
             let response = answer.await;

@@ -59,8 +59,8 @@ impl TextRule {
     }
 }
 
-/// A request envelope.
-#[derive(Debug)]
+/// A request envelope. `Debug` prints the method and correlation, the raw-text rule a request
+/// breaks, and neither the request (it may carry an identity token or a bearer) nor `authInfo.jwt`.
 pub struct RequestEnvelope {
     /// `method`.
     pub method: String,
@@ -71,6 +71,19 @@ pub struct RequestEnvelope {
     pub correlation: Map<String, Value>,
     /// `authInfo.jwt`.
     pub auth_jwt: Option<String>,
+}
+
+impl fmt::Debug for RequestEnvelope {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let request: Result<&str, &TextRule> = self.request.as_ref().map(|_| "<redacted>");
+        formatter
+            .debug_struct("RequestEnvelope")
+            .field("method", &self.method)
+            .field("request", &request)
+            .field("correlation", &self.correlation)
+            .field("auth_jwt", &self.auth_jwt.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// A socket frame: a request, or the answer to one of the controller's own requests.
@@ -299,6 +312,19 @@ mod tests {
         assert_eq!(envelope.auth_jwt.as_deref(), Some("t"));
         let text = r#"{"method":"registerClusterIngress","request":{"bearer":"a","bearer":"b"}}"#;
         assert_eq!(request(text), Err(TextRule::DuplicateKey));
+    }
+
+    #[test]
+    fn debug_of_an_envelope_shows_no_token_or_bearer() {
+        let text = r#"{"method":"listClusters","authInfo":{"jwt":"auth-token-1"},
+            "request":{"identity":{"jwt":"identity-token-2"},"bearer":"szrn_bearer-3"},"correlation":{"id":"c"}}"#;
+        let printed = [format!("{:?}", read_request(text).unwrap()), format!("{:?}", read_frame(text).unwrap())];
+        for printed in printed {
+            for secret in ["auth-token-1", "identity-token-2", "szrn_bearer-3"] {
+                assert!(!printed.contains(secret), "{printed}");
+            }
+            assert!(printed.contains("listClusters") && printed.contains("<redacted>"), "{printed}");
+        }
     }
 
     #[test]

@@ -18,12 +18,19 @@
 //!   [`SESSION_REQUEST_WAIT`] (at most [`SESSION_REQUESTS_WAITING`] per socket), and any other is
 //!   answered at once with the envelope error `overloaded` and `retryAfterMs`
 //!   (`registerClusterIngress`: its `not-ready` refusal), so no unauthenticated client holds a
-//!   place in that queue.
+//!   place in that queue. A socket without a session has at most
+//!   [`SESSIONLESS_REQUESTS_IN_FLIGHT`] requests in flight; more are answered `overloaded` at once.
 //! - **Sockets**: at most [`Limits::max_sockets`] are open; over it the upgrade is answered 503.
+//!   Of them at most half ([`sessionless_cap`]) have not opened a node session, at most a sixteenth
+//!   ([`sessionless_per_peer_cap`], at least one) from one peer address; over either the upgrade is
+//!   answered 503 too, so the other half stays for sockets that open a session.
 //!   A socket that has not opened a node session within [`Limits::socket_session_deadline`] is
-//!   closed with code 1008 (policy violation).
+//!   closed with code 1008 (policy violation). Until its session opens, a socket's messages are at
+//!   most [`Limits::body_bytes`] (`api::socket`).
 //!
-//! Health, readiness and metrics take no permit; they share only the connection bound.
+//! Health, readiness and metrics take no permit; they share only the connection bound. Readiness
+//! checks the store once at a time and answers with a ready outcome for up to
+//! [`READINESS_REUSE`](super::READINESS_REUSE), so probes take at most one pool connection.
 
 use super::envelope::RequestEnvelope;
 use super::error::ApiError;
@@ -38,7 +45,9 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -104,6 +113,14 @@ pub(crate) struct Admission {
     requests: Arc<Semaphore>,
     long_polls: Arc<Semaphore>,
     sockets: Arc<Semaphore>,
+    sessionless: Arc<Mutex<SessionlessCounts>>,
+}
+
+/// The open sockets without a node session: in all and by peer address.
+#[derive(Default)]
+struct SessionlessCounts {
+    total: usize,
+    by_peer: HashMap<IpAddr, usize>,
 }
 
 impl Admission {
@@ -113,6 +130,7 @@ impl Admission {
             requests: Arc::new(Semaphore::new(limits.concurrent_requests)),
             long_polls: Arc::new(Semaphore::new(limits.concurrent_long_polls)),
             sockets: Arc::new(Semaphore::new(limits.max_sockets)),
+            sessionless: Arc::default(),
         }
     }
 }
@@ -247,15 +265,58 @@ impl SocketSlot {
     }
 }
 
-/// A socket place, or `None` when all are taken (the upgrade is then refused with
-/// [`overloaded_response`]).
-pub(crate) fn take_socket_slot(state: &AppState) -> Option<SocketSlot> {
-    let permit = state.admission.sockets.clone().try_acquire_owned().ok();
-    if permit.is_none() {
-        metrics::counter!("cloudly_sockets_refused_total").increment(1);
-        tracing::debug!(max_sockets = state.limits.max_sockets, "typed socket refused: too many open");
+/// A socket's place among those without a node session, given back when it is dropped (the
+/// socket opened its session, or ended).
+pub(crate) struct SessionlessPlace {
+    counts: Arc<Mutex<SessionlessCounts>>,
+    peer: IpAddr,
+}
+
+impl Drop for SessionlessPlace {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        counts.total -= 1;
+        if let Some(held) = counts.by_peer.get_mut(&self.peer) {
+            *held -= 1;
+            if *held == 0 {
+                counts.by_peer.remove(&self.peer);
+            }
+        }
     }
-    permit.map(SocketSlot)
+}
+
+/// How many sockets without a node session are open at once: half of [`Limits::max_sockets`]
+/// (at least one).
+pub(crate) fn sessionless_cap(limits: &Limits) -> usize {
+    (limits.max_sockets / 2).max(1)
+}
+
+/// How many sockets without a node session one peer address holds at once: a sixteenth of
+/// [`Limits::max_sockets`] (at least one).
+pub(crate) fn sessionless_per_peer_cap(limits: &Limits) -> usize {
+    (limits.max_sockets / 16).max(1)
+}
+
+/// A socket place for a new socket of `peer` and its place among the sockets without a session,
+/// or `None` when all socket places, all places without a session or `peer`'s are taken (the
+/// upgrade is then refused with [`overloaded_response`]).
+pub(crate) fn take_socket_slot(state: &AppState, peer: IpAddr) -> Option<(SocketSlot, SessionlessPlace)> {
+    let limits = &state.limits;
+    let mut counts = state.admission.sessionless.lock().unwrap_or_else(PoisonError::into_inner);
+    let of_peer = counts.by_peer.get(&peer).copied().unwrap_or(0);
+    let permit = if counts.total >= sessionless_cap(limits) || of_peer >= sessionless_per_peer_cap(limits) {
+        None
+    } else {
+        state.admission.sockets.clone().try_acquire_owned().ok()
+    };
+    let Some(permit) = permit else {
+        metrics::counter!("cloudly_sockets_refused_total").increment(1);
+        tracing::debug!(max_sockets = limits.max_sockets, "typed socket refused: too many open");
+        return None;
+    };
+    counts.total += 1;
+    *counts.by_peer.entry(peer).or_default() += 1;
+    Some((SocketSlot(permit), SessionlessPlace { counts: state.admission.sessionless.clone(), peer }))
 }
 
 /// How long a request on a socket with an open node session waits for a permit of the request
@@ -266,6 +327,10 @@ pub const SESSION_REQUEST_WAIT: std::time::Duration = std::time::Duration::from_
 /// How many requests of one socket wait for a permit at once; more are shed at once. A socket
 /// without a node session never waits.
 pub const SESSION_REQUESTS_WAITING: usize = 4;
+
+/// How many requests a socket without a node session has in flight at once; more are answered
+/// `overloaded` at once, so such a socket holds at most this many permits of the request pool.
+pub const SESSIONLESS_REQUESTS_IN_FLIGHT: usize = 2;
 
 /// What a socket request gets from the request pool.
 pub(crate) enum SocketAdmission {

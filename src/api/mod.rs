@@ -54,6 +54,8 @@ pub struct AppState {
     admission: limits::Admission,
     /// False while starting and once draining after a stop signal.
     pub accepting: Arc<AtomicBool>,
+    /// The store's readiness check of `/readyz`.
+    readiness: Arc<Readiness>,
     metrics: PrometheusHandle,
 }
 
@@ -65,6 +67,7 @@ impl AppState {
             limits,
             admission: limits::Admission::new(&limits),
             accepting: Arc::new(AtomicBool::new(true)),
+            readiness: Arc::new(Readiness::default()),
             metrics: metrics_handle(),
         }
     }
@@ -256,24 +259,78 @@ async fn healthz() -> impl IntoResponse {
 /// `store-unavailable`, answered well inside a probe's timeout instead of after the pool's.
 pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a ready outcome of the store's readiness check answers later `/readyz` calls: a store
+/// that stops answering or committing is seen within it (at once after a request was answered
+/// `store-unavailable`), and the store is checked at most about once a second however many probes
+/// ask.
+pub const READINESS_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The store's readiness check as `/readyz` runs it (it takes a pool connection and writes the
+/// heartbeat row): one at a time. Its outcome answers every call that waited for it; a ready
+/// outcome also answers every call within [`READINESS_REUSE`] of the check's start, unless a
+/// request met `store-unavailable` since ([`Readiness::forget`]). Any other outcome answers no
+/// later call, so a store that answers again is seen at once.
+#[derive(Default)]
+struct Readiness {
+    last: tokio::sync::Mutex<Option<ReadinessCheck>>,
+    /// Set when a request met `store-unavailable`: the last ready outcome answers no later call.
+    forgotten: AtomicBool,
+}
+
+/// One run of the store's readiness check.
+#[derive(Clone, Copy)]
+struct ReadinessCheck {
+    started: Instant,
+    finished: Instant,
+    ready: Result<(), &'static str>,
+}
+
+impl Readiness {
+    /// The store is ready, or the reason it is not (`migrations-pending`, `store-unavailable`).
+    async fn check(&self, controller: &Controller) -> Result<(), &'static str> {
+        let arrived = Instant::now();
+        let mut last = self.last.lock().await;
+        if let Some(check) = *last {
+            let reusable = check.ready.is_ok()
+                && check.started.elapsed() < READINESS_REUSE
+                && !self.forgotten.load(Ordering::SeqCst);
+            if check.finished > arrived || reusable {
+                return check.ready;
+            }
+        }
+        self.forgotten.store(false, Ordering::SeqCst);
+        let started = Instant::now();
+        let checked = tokio::time::timeout(READINESS_TIMEOUT, controller.store.is_ready()).await;
+        let checked =
+            checked.unwrap_or_else(|_| Err(StoreError::Unavailable("the readiness check took too long".into())));
+        let ready = match checked {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("migrations-pending"),
+            Err(error) => {
+                tracing::warn!(%error, "readiness: store does not answer");
+                metrics::counter!("cloudly_store_errors_total").increment(1);
+                Err("store-unavailable")
+            }
+        };
+        *last = Some(ReadinessCheck { started, finished: Instant::now(), ready });
+        ready
+    }
+
+    /// A request met `store-unavailable`: the next call checks the store again.
+    fn forget(&self) {
+        self.forgotten.store(true, Ordering::SeqCst);
+    }
+}
+
 async fn readyz(State(state): State<AppState>) -> Response {
     if !state.accepting.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "draining" })))
             .into_response();
     }
-    let checked = tokio::time::timeout(READINESS_TIMEOUT, state.controller.store.is_ready()).await;
-    let checked = checked.unwrap_or_else(|_| Err(StoreError::Unavailable("the readiness check took too long".into())));
-    match checked {
-        Ok(true) => axum::Json(json!({ "ready": true })).into_response(),
-        Ok(false) => {
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "migrations-pending" })))
-                .into_response()
-        }
-        Err(error) => {
-            tracing::warn!(%error, "readiness: store does not answer");
-            metrics::counter!("cloudly_store_errors_total").increment(1);
-            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": "store-unavailable" })))
-                .into_response()
+    match state.readiness.check(&state.controller).await {
+        Ok(()) => axum::Json(json!({ "ready": true })).into_response(),
+        Err(reason) => {
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({ "ready": false, "reason": reason }))).into_response()
         }
     }
 }
@@ -367,6 +424,7 @@ async fn answer_typed_request(
     };
     if code == "store-unavailable" {
         metrics::counter!("cloudly_store_errors_total").increment(1);
+        state.readiness.forget();
     }
     metrics::counter!("cloudly_requests_total", "method" => method_label, "outcome" => code.clone()).increment(1);
     if method.is_some_and(methods::Method::reads_plain_data) {
